@@ -1,0 +1,185 @@
+"""The kernel protocol every gemjax game implements.
+
+Conventions (the gymnax/Jumanji lineage, made stricter):
+
+* ``state, ts = env.reset(key, params)`` and
+  ``state, ts = env.step(key, state, action, params)`` are pure and jittable; batch
+  them with ``jax.vmap(env.step, in_axes=(0, 0, 0, None))``.
+* Static configuration (array capacities, which variant) is fixed by ``gemjax.make``;
+  everything a user may sweep without recompiling lives in ``params``.
+* No PRNG key is stored in a state: randomness comes from the key passed in.
+* Reset and step return identical pytree structures and dtypes, so either can feed
+  a ``lax.scan`` carry.
+* The kernel reports *which* message applies (an :class:`Event`); text is rendered
+  from events by :mod:`gemjax.tokenizer_bridge`, never built in the kernel.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+if TYPE_CHECKING:
+    from gemjax.spaces import Space
+    from gemjax.tokenizer_bridge.grammar import Grammar
+    from gemjax.tokenizer_bridge.templates import MessageTable, Template
+
+
+@struct.dataclass
+class Event:
+    """The message a reset or step produced.
+
+    Attributes:
+        kind: int32[] index of the message in the game's ``MessageTable``.
+        args: int32[num_args] slot values, laid out as ``messages.arg_names``.
+    """
+
+    kind: jax.Array
+    args: jax.Array
+
+
+@struct.dataclass
+class TimeStep:
+    """What a reset or step returns besides the new state.
+
+    Attributes:
+        observation: the game's structured observation (a pytree of arrays holding
+            what the player can see, never the hidden answer).
+        reward: float32[].
+        terminated: bool[] the episode ended (success, failure or format error).
+        truncated: bool[] the episode hit its turn limit (GEM's rule per game).
+        event: the :class:`Event` whose text GEM would show.
+        info: a dict of arrays with the same keys on every reset and step.
+    """
+
+    observation: Any
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    event: Event
+    info: dict[str, Any]
+
+    @property
+    def done(self) -> jax.Array:
+        """bool[]: ``terminated | truncated``."""
+        return jnp.logical_or(self.terminated, self.truncated)
+
+
+TState = TypeVar("TState")
+TParams = TypeVar("TParams")
+
+
+class Environment(abc.ABC, Generic[TState, TParams]):
+    """A GEM game as a pure JAX state machine.
+
+    Subclasses set the class attributes ``messages`` (their ``MessageTable``, whose
+    first entry is the reset instructions), ``suffix`` (the ``Template`` GEM returns
+    in ``info["suffix"]``) and ``grammar`` (the host action parser), and implement
+    the abstract methods. ``step_uses_key`` tells wrappers whether ``step`` draws
+    randomness; when it does not, an auto-reset can spend the whole key on ``reset``.
+
+    Environments compare equal (and hash) by their static configuration, so jitted
+    functions taking an env as a static argument are compiled once per configuration.
+    """
+
+    messages: MessageTable
+    suffix: Template
+    grammar: Grammar
+    step_uses_key: bool = True
+
+    @property
+    @abc.abstractmethod
+    def config(self) -> tuple[Any, ...]:
+        """Hashable static configuration (shapes, variant flags)."""
+
+    @property
+    @abc.abstractmethod
+    def default_params(self) -> TParams:
+        """The parameters of the registered id."""
+
+    @abc.abstractmethod
+    def validate_params(self, params: TParams) -> None:
+        """Raise ``ValueError`` if ``params`` is impossible (host-side, not traceable)."""
+
+    @abc.abstractmethod
+    def reset(self, key: jax.Array, params: TParams) -> tuple[TState, TimeStep]:
+        """Start an episode. ``ts.event`` is the instructions message."""
+
+    @abc.abstractmethod
+    def step(
+        self, key: jax.Array, state: TState, action: jax.Array, params: TParams
+    ) -> tuple[TState, TimeStep]:
+        """Advance one turn with a parsed action (see :meth:`action_space`)."""
+
+    @abc.abstractmethod
+    def action_space(self, params: TParams) -> Space:
+        """The space of kernel actions (format errors included)."""
+
+    @abc.abstractmethod
+    def instructions_event(self, state: TState) -> Event:
+        """The reset instructions of the episode ``state`` belongs to."""
+
+    @abc.abstractmethod
+    def suffix_values(self, state: TState) -> Mapping[str, jax.Array]:
+        """Slot values of :attr:`suffix` for ``state``."""
+
+    @property
+    def name(self) -> str:
+        """The game's name (the class name)."""
+        return type(self).__name__
+
+    def observation_spec(self, params: TParams) -> Any:
+        """``jax.ShapeDtypeStruct`` pytree of the observation (no computation)."""
+        _, ts = jax.eval_shape(self.reset, jax.random.key(0), params)
+        return ts.observation
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.config == other.config  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.config))
+
+    def __repr__(self) -> str:
+        return f"{self.name}{self.config}"
+
+
+def check_int_action(action: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """Validate a kernel action's dtype and shape at trace time; return it as int32.
+
+    Raises:
+        TypeError: the action is not an integer array (a float or bool slipped in).
+        ValueError: the action has the wrong shape.
+    """
+    action = jnp.asarray(action)
+    if not jnp.issubdtype(action.dtype, jnp.integer) or action.dtype == jnp.bool_:
+        raise TypeError(f"actions must be integer arrays, got dtype {action.dtype}")
+    if action.shape != shape:
+        raise ValueError(
+            f"action has shape {action.shape}, expected {shape} "
+            "(batch with jax.vmap, not by passing a batch to an unbatched env)"
+        )
+    return action.astype(jnp.int32)
+
+
+@struct.dataclass
+class Rewards:
+    """GEM's reward constants (``gem.utils.constants.LanguageGameReward``), as params.
+
+    Attributes (float32[]):
+        success: paid when the task is completed.
+        step: a neutral, non-terminal step.
+        fail: a failure such as a mine (games that have one).
+        invalid: a parseable but illegal move.
+        format_error: no parseable action (the episode ends).
+    """
+
+    success: jax.Array = struct.field(default_factory=lambda: jnp.float32(1.0))
+    step: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
+    fail: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
+    invalid: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
+    format_error: jax.Array = struct.field(default_factory=lambda: jnp.float32(-0.1))

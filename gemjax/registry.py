@@ -1,0 +1,68 @@
+"""GEM ids -> kernel factories: :func:`make`, :func:`register`, :func:`list_envs`."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gemjax.core import Environment
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """A registered id: ``factory(**kwargs)`` builds the env."""
+
+    id: str
+    factory: Callable[..., Environment]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+_REGISTRY: dict[str, EnvSpec] = {}
+
+
+def register(env_id: str, factory: Callable[..., Environment], **kwargs: Any) -> None:
+    """Register ``env_id`` (GEM's ``register``: an id can be registered once).
+
+    Raises:
+        ValueError: the id is taken.
+    """
+    if env_id in _REGISTRY:
+        raise ValueError(f"environment id {env_id!r} is already registered")
+    _REGISTRY[env_id] = EnvSpec(env_id, factory, dict(kwargs))
+
+
+def spec(env_id: str) -> EnvSpec:
+    """The spec of ``env_id``.
+
+    Raises:
+        ValueError: unknown id, with the closest registered ids as suggestions.
+    """
+    try:
+        return _REGISTRY[env_id]
+    except KeyError:
+        close = difflib.get_close_matches(env_id, _REGISTRY, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise ValueError(
+            f"unknown environment id {env_id!r}.{hint} "
+            "gemjax.list_envs() lists every registered id."
+        ) from None
+
+
+def make(env_id: str, **kwargs: Any) -> Environment:
+    """Build the kernel env of ``env_id``; call-site kwargs override the registered ones.
+
+    Impossible parameters (``min_number > max_number``, ``max_turns < 1``, ...) raise
+    ``ValueError`` here, never inside jit.
+    """
+    env_spec = spec(env_id)
+    env = env_spec.factory(**{**env_spec.kwargs, **kwargs})
+    env.validate_params(env.default_params)
+    env.env_id = env_id  # type: ignore[attr-defined]
+    return env
+
+
+def list_envs() -> list[str]:
+    """Every registered id, sorted."""
+    return sorted(_REGISTRY)

@@ -1,0 +1,110 @@
+"""Host action parsers with GEM's exact regex semantics.
+
+Every GEM game parses the LLM's whole response with one regex, ``finditer``, and
+keeps the **last well-formed match** (not the last ``\\boxed``). A grammar here
+applies the same regex and turns the match into the kernel's action plus the
+"echo" text that some messages repeat (GEM prints a guess as ``int()`` read it).
+
+Python's ``\\d`` matches every Unicode decimal digit (Arabic-Indic, fullwidth, ...)
+and ``int()`` reads them, so ``\\boxed{٧}`` is the guess 7. Numbers too large for
+int32 are clamped to ``2**31 - 1``: still out of every game's range, never wrapped.
+``int()`` refuses strings longer than ``sys.get_int_max_str_digits()`` (4300 by
+default), which GEM's ``except Exception`` turns into a format error; so do we.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+import sys
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    """A response read by a grammar.
+
+    Attributes:
+        action: the kernel action (int32 array of the game's action shape); a
+            format error is encoded as the game's format-error action.
+        ok: a well-formed action was found (it may still be illegal in the game).
+        echoes: normalised text of the fields that messages repeat, by slot name.
+    """
+
+    action: np.ndarray
+    ok: bool
+    echoes: Mapping[str, str] = field(default_factory=dict)
+
+
+class Grammar(abc.ABC):
+    """Parses a response string into a :class:`ParsedAction`; never raises on text."""
+
+    pattern: re.Pattern[str]
+
+    def last_match(self, text: str) -> re.Match[str] | None:
+        """The last match of :attr:`pattern` in ``text`` (GEM's rule)."""
+        if not isinstance(text, str):
+            raise TypeError(f"an action must be a str, got {type(text).__name__}")
+        last = None
+        for last in self.pattern.finditer(text):  # noqa: B007 - keep the final match
+            pass
+        return last
+
+    @abc.abstractmethod
+    def parse(self, text: str) -> ParsedAction:
+        """Read ``text`` as GEM would."""
+
+    @abc.abstractmethod
+    def render(self, action: np.ndarray) -> str:
+        """A response that parses back to ``action`` (for random play and demos)."""
+
+
+def normalise_digits(digits: str) -> str | None:
+    """ASCII decimal text of ``int(digits)``, or None where ``int()`` would refuse it.
+
+    ``digits`` is a ``\\d+`` match (any Unicode decimal digits). Leading zeros are
+    dropped as ``int()`` does; strings over Python's int-conversion digit limit are
+    refused, as ``int()`` refuses them.
+    """
+    limit = sys.get_int_max_str_digits()
+    if limit and len(digits) > limit:
+        return None
+    ascii_digits = "".join(str(unicodedata.decimal(ch)) for ch in digits)
+    return ascii_digits.lstrip("0") or "0"
+
+
+def clamp_decimal(text: str, upper: int = INT32_MAX) -> int:
+    """``min(int(text), upper)`` for non-negative ASCII ``text``, without big ints."""
+    if len(text) > len(str(upper)):
+        return upper
+    return min(int(text), upper)
+
+
+class BoxedInt(Grammar):
+    """``\\boxed{(\\d+)}``: a non-negative integer (GuessTheNumber).
+
+    The kernel action is an int32 scalar: the number, clamped to ``2**31 - 1``;
+    ``0`` when there is no match (GEM treats a missing number and ``0`` alike).
+    """
+
+    pattern = re.compile(r"\\boxed{(\d+)}")
+
+    def __init__(self, slot: str) -> None:
+        self.slot = slot
+
+    def parse(self, text: str) -> ParsedAction:
+        match = self.last_match(text)
+        value_text = normalise_digits(match.group(1)) if match else None
+        if value_text is None:
+            return ParsedAction(np.int32(0), ok=False)
+        value = np.int32(clamp_decimal(value_text))
+        return ParsedAction(value, ok=True, echoes={self.slot: value_text})
+
+    def render(self, action: np.ndarray) -> str:
+        return "\\boxed{" + str(int(action)) + "}"

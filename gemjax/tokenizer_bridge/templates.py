@@ -1,0 +1,186 @@
+"""Message templates: every game's text, declared once.
+
+A game declares its messages (instructions, per-event feedback, the suffix) as
+:class:`Template` objects with typed slots, collected in a :class:`MessageTable`.
+The kernel never builds strings: its step reports an :class:`~gemjax.core.Event`
+(which template applies and the integer values of its slots) and text is rendered
+from that. The host renderer here produces ``str`` exactly as GEM prints it; the
+on-device token renderer reads the same declaration (the pieces of each template).
+
+Slot kinds:
+
+* :class:`Int`: an integer printed with a Python format spec (GEM's ``f"{r:2}"``).
+  With ``echo=True`` the text may come from what the player typed (GEM prints a
+  guessed number as ``int()`` read it, so a 40-digit guess shows all 40 digits);
+  the parsed action supplies that text, the clamped integer is the fallback.
+* :class:`Choice`: one of a fixed tuple of strings, selected by an index.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+
+from gemjax.core import Event
+
+
+@dataclass(frozen=True)
+class Int:
+    """An integer slot.
+
+    Attributes:
+        name: the slot's name, shared by every template of a table that uses it.
+        format_spec: a Python format spec applied to the value (``""``: plain ``str``).
+        echo: the printed text may be the player's own normalised digits.
+    """
+
+    name: str
+    format_spec: str = ""
+    echo: bool = False
+
+    def render(self, value: int, echoes: Mapping[str, str]) -> str:
+        """Text of this slot for ``value`` (or the echoed text when there is one)."""
+        if self.echo and self.name in echoes:
+            return echoes[self.name]
+        return format(int(value), self.format_spec)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A slot that prints one of ``options``; its integer value is the index."""
+
+    name: str
+    options: tuple[str, ...]
+
+    def render(self, value: int, echoes: Mapping[str, str]) -> str:
+        """Text of option ``value``."""
+        return self.options[int(value)]
+
+
+Slot = Int | Choice
+
+
+@dataclass(frozen=True)
+class Template:
+    """A message with literal text and named slots, in ``str.format`` syntax.
+
+    ``Template("At turn {turn}, you guessed {guess}.", guess=Int("guess", echo=True))``:
+    fields not given a slot explicitly are plain :class:`Int` slots. Doubled braces
+    (``{{}}``) are literal braces, as in ``str.format``.
+
+    Attributes:
+        text: the format string.
+        pieces: the template split into literal strings and slots, in order.
+    """
+
+    text: str
+    pieces: tuple[str | Slot, ...] = field(init=False)
+
+    def __init__(self, text: str, **slots: Slot) -> None:
+        pieces: list[str | Slot] = []
+        used: set[str] = set()
+        for literal, name, spec, conversion in string.Formatter().parse(text):
+            if literal:
+                pieces.append(literal)
+            if name is None:
+                continue
+            if conversion or spec:
+                raise ValueError(
+                    f"template field {{{name}}} uses a conversion or spec in the text; "
+                    "declare it on the slot instead (Int(name, format_spec=...))"
+                )
+            if not name.isidentifier():
+                raise ValueError(f"template field {{{name}}} is not a plain name")
+            pieces.append(slots.get(name, Int(name)))
+            used.add(name)
+        unused = set(slots) - used
+        if unused:
+            raise ValueError(f"slots {sorted(unused)} do not appear in {text!r}")
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "pieces", tuple(pieces))
+
+    @property
+    def slots(self) -> tuple[Slot, ...]:
+        """The distinct slots of this template, in order of first appearance."""
+        seen: dict[str, Slot] = {}
+        for piece in self.pieces:
+            if not isinstance(piece, str):
+                seen.setdefault(piece.name, piece)
+        return tuple(seen.values())
+
+    def render(
+        self, values: Mapping[str, int], echoes: Mapping[str, str] | None = None
+    ) -> str:
+        """The message with every slot filled from ``values`` (and ``echoes``)."""
+        echoes = echoes or {}
+        return "".join(
+            piece if isinstance(piece, str) else piece.render(values[piece.name], echoes)
+            for piece in self.pieces
+        )
+
+
+class MessageTable:
+    """A game's messages, numbered in declaration order.
+
+    The event ``kind`` of a message is its position here; the event ``args`` vector
+    holds one int32 per distinct slot name over the whole table
+    (:attr:`arg_names`), so every event of a game has the same shape.
+    """
+
+    def __init__(self, **templates: Template) -> None:
+        if not templates:
+            raise ValueError("a message table needs at least one template")
+        self.templates: dict[str, Template] = dict(templates)
+        self.names: tuple[str, ...] = tuple(templates)
+        slots: dict[str, Slot] = {}
+        for name, template in templates.items():
+            for slot in template.slots:
+                previous = slots.setdefault(slot.name, slot)
+                if previous != slot:
+                    raise ValueError(
+                        f"slot {slot.name!r} of message {name!r} is declared as {slot}, "
+                        f"but elsewhere as {previous}"
+                    )
+        self.arg_names: tuple[str, ...] = tuple(slots)
+        self._arg_index = {name: i for i, name in enumerate(self.arg_names)}
+
+    def kind(self, name: str) -> int:
+        """The event kind (a Python int) of message ``name``."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise KeyError(f"no message {name!r}; messages: {self.names}") from None
+
+    def event(self, kind: jax.Array | int | str, **args: jax.Array | int) -> Event:
+        """Build an :class:`Event` (traceable).
+
+        Args:
+            kind: a message name, or an int32 scalar (often a ``jnp.select`` of kinds).
+            **args: slot values by name; slots not given are 0.
+        Returns:
+            ``Event(kind=int32[], args=int32[len(arg_names)])``.
+        """
+        unknown = set(args) - set(self.arg_names)
+        if unknown:
+            raise KeyError(f"unknown event args {sorted(unknown)}; known: {self.arg_names}")
+        if isinstance(kind, str):
+            kind = self.kind(kind)
+        values = [jnp.asarray(args.get(name, 0), jnp.int32) for name in self.arg_names]
+        stacked = jnp.stack(values) if values else jnp.zeros((0,), jnp.int32)
+        return Event(kind=jnp.asarray(kind, jnp.int32), args=stacked)
+
+    def render(
+        self, kind: int, args: Sequence[int], echoes: Mapping[str, str] | None = None
+    ) -> str:
+        """Host rendering of one event given as plain integers."""
+        template = self.templates[self.names[int(kind)]]
+        values = dict(zip(self.arg_names, (int(a) for a in args), strict=True))
+        return template.render(values, echoes)
+
+    def render_event(self, event: Event, echoes: Mapping[str, str] | None = None) -> str:
+        """Host rendering of an unbatched :class:`Event` (arrays are fetched)."""
+        return self.render(int(event.kind), [int(a) for a in jax.device_get(event.args)], echoes)

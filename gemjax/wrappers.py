@@ -1,0 +1,206 @@
+"""Kernel wrappers with the same ``reset``/``step`` signatures as any env.
+
+* :class:`AutoReset`: starts a new episode when one ends, GEM's same-step mode
+  (the default: the step that ends an episode already returns the new episode's
+  observation) or next-step mode (the following step returns it, reward 0, and
+  ignores its action). Nothing is lost: ``info["final_observation"]`` and
+  ``info["final_event"]`` hold what the ending step produced.
+* :class:`EpisodeStatistics`: running return, length and success, reported in
+  ``info`` at every step (read them where ``ts.done``). Put it *inside*
+  ``AutoReset`` so its counters restart with each episode:
+  ``AutoReset(EpisodeStatistics(env))``.
+
+Resets are cheap by construction: a game's reset draws a handful of random words
+(GuessTheNumber: two) and fills fixed-size arrays, and when the game's step draws
+no randomness (``env.step_uses_key`` is False) the auto-reset spends the step's
+key on the reset instead of splitting it, so a vmapped rollout pays one hash per
+lane per step for resets, not three.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from gemjax.core import Environment, Event, TimeStep
+
+
+def tree_where(condition: jax.Array, on_true: Any, on_false: Any) -> Any:
+    """Leafwise ``jnp.where(condition, a, b)`` over two pytrees of one structure."""
+    return jax.tree.map(lambda a, b: jnp.where(condition, a, b), on_true, on_false)
+
+
+class Wrapper(Environment):
+    """Delegates everything to ``env``; subclasses override what they change."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.messages = env.messages
+        self.suffix = env.suffix
+        self.grammar = env.grammar
+        self.step_uses_key = env.step_uses_key
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    @property
+    def unwrapped(self) -> Environment:
+        """The innermost game env."""
+        return getattr(self.env, "unwrapped", self.env)
+
+    @property
+    def name(self) -> str:
+        return f"{type(self).__name__}({self.env.name})"
+
+    @property
+    def config(self) -> tuple[Any, ...]:
+        return (self.env,)
+
+    @property
+    def default_params(self) -> Any:
+        return self.env.default_params
+
+    def validate_params(self, params: Any) -> None:
+        self.env.validate_params(params)
+
+    def action_space(self, params: Any) -> Any:
+        return self.env.action_space(params)
+
+    def inner_state(self, state: Any) -> Any:
+        """The wrapped env's part of ``state``."""
+        return state
+
+    def instructions_event(self, state: Any) -> Event:
+        return self.env.instructions_event(self.inner_state(state))
+
+    def suffix_values(self, state: Any) -> Mapping[str, jax.Array]:
+        return self.env.suffix_values(self.inner_state(state))
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[Any, TimeStep]:
+        return self.env.reset(key, params)
+
+    def step(self, key: jax.Array, state: Any, action: jax.Array, params: Any) -> tuple[Any, TimeStep]:
+        return self.env.step(key, state, action, params)
+
+
+@struct.dataclass
+class AutoResetState:
+    """``inner``: the wrapped env's state; ``reset_pending``: bool[], next-step mode's
+    flag that the previous step ended an episode (always False in same-step mode)."""
+
+    inner: Any
+    reset_pending: jax.Array
+
+
+class AutoReset(Wrapper):
+    """Start a new episode whenever one ends.
+
+    Args:
+        env: the env to wrap.
+        mode: ``"same_step"`` (GEM's default) or ``"next_step"``.
+
+    Extra ``info`` keys (same on every reset and step):
+        ``final_observation``, ``final_event``: the observation and event the
+            stepped env produced (before any reset replaced them);
+        ``reset``: bool[], the returned observation starts a new episode.
+    """
+
+    def __init__(self, env: Environment, mode: Literal["same_step", "next_step"] = "same_step") -> None:
+        if mode not in ("same_step", "next_step"):
+            raise ValueError(f"mode must be 'same_step' or 'next_step', got {mode!r}")
+        super().__init__(env)
+        self.mode = mode
+
+    @property
+    def config(self) -> tuple[Any, ...]:
+        return (self.env, self.mode)
+
+    def inner_state(self, state: AutoResetState) -> Any:
+        return state.inner
+
+    @staticmethod
+    def _with_final(ts: TimeStep, final: TimeStep, reset: jax.Array) -> TimeStep:
+        info = {
+            **ts.info,
+            "final_observation": final.observation,
+            "final_event": final.event,
+            "reset": reset,
+        }
+        return ts.replace(info=info)
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[AutoResetState, TimeStep]:
+        state, ts = self.env.reset(key, params)
+        return AutoResetState(state, jnp.bool_(False)), self._with_final(ts, ts, jnp.bool_(True))
+
+    def step(
+        self, key: jax.Array, state: AutoResetState, action: jax.Array, params: Any
+    ) -> tuple[AutoResetState, TimeStep]:
+        if self.env.step_uses_key:
+            step_key, reset_key = jax.random.split(key)
+        else:
+            step_key = reset_key = key
+        stepped_state, stepped = self.env.step(step_key, state.inner, action, params)
+        fresh_state, fresh = self.env.reset(reset_key, params)
+        if self.mode == "same_step":
+            reset = stepped.done
+            ts = stepped.replace(
+                observation=tree_where(reset, fresh.observation, stepped.observation),
+                event=tree_where(reset, fresh.event, stepped.event),
+            )
+            pending = jnp.bool_(False)
+        else:
+            reset = state.reset_pending
+            ts = tree_where(reset, fresh, stepped)
+            pending = ~reset & stepped.done
+        inner = tree_where(reset, fresh_state, stepped_state)
+        return AutoResetState(inner, pending), self._with_final(ts, stepped, reset)
+
+
+@struct.dataclass
+class EpisodeStatisticsState:
+    """``inner`` state plus the running ``episode_return`` (float32[]) and
+    ``episode_length`` (int32[]) of the current episode."""
+
+    inner: Any
+    episode_return: jax.Array
+    episode_length: jax.Array
+
+
+class EpisodeStatistics(Wrapper):
+    """Adds ``info["episode_return"]`` (float32[]), ``info["episode_length"]`` (int32[])
+    and ``info["episode_success"]`` (bool[]) for the episode so far; at a step where
+    ``ts.done`` they describe the finished episode. Success is the game's own
+    ``info["success"]`` (the task was completed at that step)."""
+
+    def inner_state(self, state: EpisodeStatisticsState) -> Any:
+        return state.inner
+
+    @staticmethod
+    def _with_stats(ts: TimeStep, state: EpisodeStatisticsState) -> TimeStep:
+        info = {
+            **ts.info,
+            "episode_return": state.episode_return,
+            "episode_length": state.episode_length,
+            "episode_success": ts.info["success"],
+        }
+        return ts.replace(info=info)
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[EpisodeStatisticsState, TimeStep]:
+        inner, ts = self.env.reset(key, params)
+        state = EpisodeStatisticsState(inner, jnp.float32(0.0), jnp.int32(0))
+        return state, self._with_stats(ts, state)
+
+    def step(
+        self, key: jax.Array, state: EpisodeStatisticsState, action: jax.Array, params: Any
+    ) -> tuple[EpisodeStatisticsState, TimeStep]:
+        inner, ts = self.env.step(key, state.inner, action, params)
+        state = EpisodeStatisticsState(
+            inner, state.episode_return + ts.reward, state.episode_length + 1
+        )
+        return state, self._with_stats(ts, state)
