@@ -128,6 +128,14 @@ class Environment(abc.ABC, Generic[TState, TParams]):
     def suffix_values(self, state: TState) -> Mapping[str, jax.Array]:
         """Slot values of :attr:`suffix` for ``state``."""
 
+    def random_action(self, key: jax.Array, state: TState) -> jax.Array:
+        """A random well-formed action, as GEM's ``sample_random_action`` draws it.
+
+        The default samples :meth:`action_space` of the default params; games whose
+        GEM sampler is narrower (GuessTheNumber: inside the range) override it.
+        """
+        return self.action_space(self.default_params).sample(key)
+
     @property
     def name(self) -> str:
         """The game's name (the class name)."""

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
+INT32 = jnp.dtype(jnp.int32)
+
 
 class Space:
     """Base class: ``sample(key, batch_shape)`` and ``contains(x)``, both jittable."""
@@ -48,7 +50,7 @@ class Discrete(Space):
     n: int
     start: int = 0
     shape: tuple[int, ...] = ()
-    dtype: jnp.dtype = jnp.dtype(jnp.int32)
+    dtype: jnp.dtype = INT32
 
     def __post_init__(self) -> None:
         if self.n < 1:

@@ -85,7 +85,9 @@ class Wrapper(Environment):
     def reset(self, key: jax.Array, params: Any) -> tuple[Any, TimeStep]:
         return self.env.reset(key, params)
 
-    def step(self, key: jax.Array, state: Any, action: jax.Array, params: Any) -> tuple[Any, TimeStep]:
+    def step(
+        self, key: jax.Array, state: Any, action: jax.Array, params: Any
+    ) -> tuple[Any, TimeStep]:
         return self.env.step(key, state, action, params)
 
 
@@ -111,7 +113,9 @@ class AutoReset(Wrapper):
         ``reset``: bool[], the returned observation starts a new episode.
     """
 
-    def __init__(self, env: Environment, mode: Literal["same_step", "next_step"] = "same_step") -> None:
+    def __init__(
+        self, env: Environment, mode: Literal["same_step", "next_step"] = "same_step"
+    ) -> None:
         if mode not in ("same_step", "next_step"):
             raise ValueError(f"mode must be 'same_step' or 'next_step', got {mode!r}")
         super().__init__(env)

@@ -5,12 +5,8 @@ from gemjax.registry import register
 
 GAMES = (GuessTheNumber,)
 
-register(
-    "game:GuessTheNumber-v0-hard", GuessTheNumber, min_number=1, max_number=50, max_turns=7
-)
-register(
-    "game:GuessTheNumber-v0-easy", GuessTheNumber, min_number=1, max_number=10, max_turns=4
-)
+register("game:GuessTheNumber-v0-hard", GuessTheNumber, min_number=1, max_number=50, max_turns=7)
+register("game:GuessTheNumber-v0-easy", GuessTheNumber, min_number=1, max_number=10, max_turns=4)
 register(
     "game:GuessTheNumber-v0-random",
     GuessTheNumber,

@@ -162,7 +162,9 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
     @staticmethod
     def _check_range(min_number: int, max_number: int, max_turns: int) -> None:
         if min_number < 1:
-            raise ValueError(f"min_number must be >= 1 (0 is a format error in GEM), got {min_number}")
+            raise ValueError(
+                f"min_number must be >= 1 (0 is a format error in GEM), got {min_number}"
+            )
         if max_number < min_number:
             raise ValueError(f"min_number ({min_number}) must not exceed max_number ({max_number})")
         if max_number > 1_000_000:
@@ -199,7 +201,9 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
         if self.randomize:
             words = jax.random.bits(key, (4,), jnp.uint32)
             lo = RANDOM_MIN_RANGE[0] + (words[2] % (RANDOM_MIN_RANGE[1] - RANDOM_MIN_RANGE[0] + 1))
-            span = RANDOM_SPAN_RANGE[0] + (words[3] % (RANDOM_SPAN_RANGE[1] - RANDOM_SPAN_RANGE[0] + 1))
+            span = RANDOM_SPAN_RANGE[0] + (
+                words[3] % (RANDOM_SPAN_RANGE[1] - RANDOM_SPAN_RANGE[0] + 1)
+            )
             lo, hi = lo.astype(jnp.int32), (lo + span).astype(jnp.int32)
             turns = ceil_sqrt(hi - lo) + 1
         else:
@@ -237,8 +241,9 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
         turn = state.turn + 1
         format_error = guess <= 0
         in_range = (guess >= state.min_number) & (guess <= state.max_number)
-        slot = jnp.clip(guess, 0, self.capacity - 1)
-        duplicate = in_range & state.guessed[slot]
+        # One-hot instead of gather/scatter: XLA's CPU scatter costs microseconds a lane.
+        is_guess = jnp.arange(self.capacity, dtype=jnp.int32) == guess
+        duplicate = in_range & jnp.any(state.guessed & is_guess)
         valid = ~format_error & in_range & ~duplicate
         correct = valid & (guess == state.target)
         out_of_turns = turn >= state.max_turns
@@ -258,15 +263,16 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
         ).astype(jnp.float32)
         kind = jnp.select(
             [format_error, correct, out_of_turns, ~in_range, duplicate],
-            [MESSAGES.kind(k) for k in ("format_error", "success", "max_turns", "out_of_range", "duplicate")],
+            [
+                MESSAGES.kind(k)
+                for k in ("format_error", "success", "max_turns", "out_of_range", "duplicate")
+            ],
             MESSAGES.kind("hint"),
         )
         terminated = format_error | correct | out_of_turns
         truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~correct)
 
-        new_state = state.replace(
-            turn=turn, guessed=state.guessed.at[slot].set(state.guessed[slot] | valid)
-        )
+        new_state = state.replace(turn=turn, guessed=state.guessed | (is_guess & valid))
         ts = TimeStep(
             observation=self._observation(new_state),
             reward=reward,
@@ -278,6 +284,11 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
             info={"success": correct},
         )
         return new_state, ts
+
+    def random_action(self, key: jax.Array, state: GuessTheNumberState) -> jax.Array:
+        """A guess uniform in ``[min_number, max_number]`` (GEM's sampler)."""
+        size = (state.max_number - state.min_number + 1).astype(jnp.uint32)
+        return state.min_number + (jax.random.bits(key, (), jnp.uint32) % size).astype(jnp.int32)
 
     def instructions_event(self, state: GuessTheNumberState) -> Event:
         return MESSAGES.event(

@@ -19,27 +19,27 @@ import re
 import sys
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 INT32_MAX = 2**31 - 1
 
 
-@dataclass(frozen=True)
-class ParsedAction:
+class ParsedAction(NamedTuple):
     """A response read by a grammar.
 
     Attributes:
-        action: the kernel action (int32 array of the game's action shape); a
-            format error is encoded as the game's format-error action.
+        action: the kernel action (an int for scalar actions, else an int32 array
+            of the game's action shape); format errors are encoded as the game's
+            format-error action.
         ok: a well-formed action was found (it may still be illegal in the game).
         echoes: normalised text of the fields that messages repeat, by slot name.
     """
 
-    action: np.ndarray
+    action: int | np.ndarray
     ok: bool
-    echoes: Mapping[str, str] = field(default_factory=dict)
+    echoes: Mapping[str, str]
 
 
 class Grammar(abc.ABC):
@@ -75,8 +75,9 @@ def normalise_digits(digits: str) -> str | None:
     limit = sys.get_int_max_str_digits()
     if limit and len(digits) > limit:
         return None
-    ascii_digits = "".join(str(unicodedata.decimal(ch)) for ch in digits)
-    return ascii_digits.lstrip("0") or "0"
+    if not digits.isascii():
+        digits = "".join(str(unicodedata.decimal(ch)) for ch in digits)
+    return digits.lstrip("0") or "0"
 
 
 def clamp_decimal(text: str, upper: int = INT32_MAX) -> int:
@@ -102,9 +103,8 @@ class BoxedInt(Grammar):
         match = self.last_match(text)
         value_text = normalise_digits(match.group(1)) if match else None
         if value_text is None:
-            return ParsedAction(np.int32(0), ok=False)
-        value = np.int32(clamp_decimal(value_text))
-        return ParsedAction(value, ok=True, echoes={self.slot: value_text})
+            return ParsedAction(0, False, {})
+        return ParsedAction(clamp_decimal(value_text), True, {self.slot: value_text})
 
     def render(self, action: np.ndarray) -> str:
         return "\\boxed{" + str(int(action)) + "}"

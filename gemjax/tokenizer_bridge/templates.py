@@ -46,7 +46,7 @@ class Int:
         """Text of this slot for ``value`` (or the echoed text when there is one)."""
         if self.echo and self.name in echoes:
             return echoes[self.name]
-        return format(int(value), self.format_spec)
+        return format(int(value), self.format_spec) if self.format_spec else str(int(value))
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,7 @@ class Template:
 
     text: str
     pieces: tuple[str | Slot, ...] = field(init=False)
+    _format: str = field(init=False, repr=False, compare=False)
 
     def __init__(self, text: str, **slots: Slot) -> None:
         pieces: list[str | Slot] = []
@@ -102,6 +103,12 @@ class Template:
             raise ValueError(f"slots {sorted(unused)} do not appear in {text!r}")
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "pieces", tuple(pieces))
+        # The literal pieces with one positional field per slot occurrence.
+        escaped = (
+            piece.replace("{", "{{").replace("}", "}}") if isinstance(piece, str) else "{}"
+            for piece in pieces
+        )
+        object.__setattr__(self, "_format", "".join(escaped))
 
     @property
     def slots(self) -> tuple[Slot, ...]:
@@ -112,15 +119,17 @@ class Template:
                 seen.setdefault(piece.name, piece)
         return tuple(seen.values())
 
-    def render(
-        self, values: Mapping[str, int], echoes: Mapping[str, str] | None = None
-    ) -> str:
+    def render(self, values: Mapping[str, int], echoes: Mapping[str, str] | None = None) -> str:
         """The message with every slot filled from ``values`` (and ``echoes``)."""
         echoes = echoes or {}
-        return "".join(
-            piece if isinstance(piece, str) else piece.render(values[piece.name], echoes)
-            for piece in self.pieces
+        return self._format.format(
+            *[slot.render(values[slot.name], echoes) for slot in self.slot_occurrences]
         )
+
+    @property
+    def slot_occurrences(self) -> tuple[Slot, ...]:
+        """Every slot piece in order, repeats included."""
+        return tuple(piece for piece in self.pieces if not isinstance(piece, str))
 
 
 class MessageTable:
@@ -146,7 +155,12 @@ class MessageTable:
                         f"but elsewhere as {previous}"
                     )
         self.arg_names: tuple[str, ...] = tuple(slots)
-        self._arg_index = {name: i for i, name in enumerate(self.arg_names)}
+        index = {name: i for i, name in enumerate(self.arg_names)}
+        # Per kind: the format string and, per slot occurrence, (slot, arg index).
+        self._plans = [
+            (t._format, [(slot, index[slot.name]) for slot in t.slot_occurrences])
+            for t in templates.values()
+        ]
 
     def kind(self, name: str) -> int:
         """The event kind (a Python int) of message ``name``."""
@@ -177,9 +191,11 @@ class MessageTable:
         self, kind: int, args: Sequence[int], echoes: Mapping[str, str] | None = None
     ) -> str:
         """Host rendering of one event given as plain integers."""
-        template = self.templates[self.names[int(kind)]]
-        values = dict(zip(self.arg_names, (int(a) for a in args), strict=True))
-        return template.render(values, echoes)
+        if len(args) != len(self.arg_names):
+            raise ValueError(f"expected {len(self.arg_names)} event args, got {len(args)}")
+        text_format, occurrences = self._plans[int(kind)]
+        echoes = echoes or {}
+        return text_format.format(*[slot.render(args[i], echoes) for slot, i in occurrences])
 
     def render_event(self, event: Event, echoes: Mapping[str, str] | None = None) -> str:
         """Host rendering of an unbatched :class:`Event` (arrays are fetched)."""

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Set up a local venv (if needed) and run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[dev]"
+.venv/bin/ruff check .
+set +e
+.venv/bin/python -m pytest -q "$@"
+status=$?
+set -e
+# pytest exits 5 when it collected no tests: that is a failure here, not a pass.
+if [ "$status" -eq 5 ]; then
+    echo "pytest collected no tests" >&2
+fi
+exit "$status"

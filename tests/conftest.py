@@ -1,0 +1,76 @@
+"""Shared fixtures: one set of jitted reset/step functions per env, compiled once.
+
+JAX's persistent compilation cache (``<repo>/.jax_cache``) makes reruns cheap; the
+session-scoped :func:`kits` cache makes every test that uses an env share its
+compiled functions within a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import pytest
+
+import gemjax
+from gemjax.core import Environment
+
+REPO = Path(__file__).resolve().parents[1]
+
+jax.config.update("jax_compilation_cache_dir", str(REPO / ".jax_cache"))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+
+GTN_IDS = tuple(i for i in gemjax.list_envs() if i.startswith("game:GuessTheNumber"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Kit:
+    """An env with its default params and jitted (and vmapped) entry points.
+
+    ``vreset(keys, params)`` maps over keys; ``vstep(keys, states, actions, params)``
+    maps over everything but ``params``.
+    """
+
+    env: Environment
+    params: Any
+    reset: Callable
+    step: Callable
+    vreset: Callable
+    vstep: Callable
+
+
+class KitCache:
+    """``kits(env_or_id, **make_kwargs)``: the :class:`Kit` of an env, built once.
+
+    Envs compare equal by their static configuration, so two equal envs share one
+    kit (and one set of compiled functions).
+    """
+
+    def __init__(self) -> None:
+        self._kits: dict[Environment, Kit] = {}
+
+    def __call__(self, env: Environment | str, **make_kwargs: Any) -> Kit:
+        if isinstance(env, str):
+            env = gemjax.make(env, **make_kwargs)
+        elif make_kwargs:
+            raise TypeError("make_kwargs only apply to an env id")
+        kit = self._kits.get(env)
+        if kit is None:
+            kit = Kit(
+                env=env,
+                params=env.default_params,
+                reset=jax.jit(env.reset),
+                step=jax.jit(env.step),
+                vreset=jax.jit(jax.vmap(env.reset, in_axes=(0, None))),
+                vstep=jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None))),
+            )
+            self._kits[env] = kit
+        return kit
+
+
+@pytest.fixture(scope="session")
+def kits() -> KitCache:
+    return KitCache()
