@@ -45,7 +45,7 @@ class Throughput:
         return asdict(self)
 
 
-def make_rollout(env: Environment, batch_size: int, num_steps: int):  # noqa: ANN201
+def make_rollout(env: Environment, batch_size: int, num_steps: int):
     """A jittable ``rollout(key) -> (finished episodes int32[], reward sum float32[])``."""
     wrapped = AutoReset(env)
     params = env.default_params
@@ -57,7 +57,7 @@ def make_rollout(env: Environment, batch_size: int, num_steps: int):  # noqa: AN
         key, reset_key = jax.random.split(key)
         state, _ = reset(jax.random.split(reset_key, batch_size), params)
 
-        def one_step(carry, step_key):  # noqa: ANN001, ANN202
+        def one_step(carry, step_key):
             state, episodes, total = carry
             action_key, lanes_key = jax.random.split(step_key)
             actions = space.sample(action_key, (batch_size,))
@@ -89,5 +89,11 @@ def measure(env_id: str, batch_size: int, num_steps: int, repeats: int = 3) -> T
         if elapsed < best:
             best, episodes = elapsed, int(result[0])
     return Throughput(
-        env_id, batch_size, num_steps, compile_seconds, best, batch_size * num_steps / best, episodes
+        env_id,
+        batch_size,
+        num_steps,
+        compile_seconds,
+        best,
+        batch_size * num_steps / best,
+        episodes,
     )

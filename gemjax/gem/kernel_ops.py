@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gemjax.core import Environment, TimeStep
-from gemjax.gem.packing import Layout, pack, unpack, unpack_host
+from gemjax.gem.packing import Layout, pack, unpack
 
 
 class HostView(NamedTuple):
@@ -44,38 +44,46 @@ class HostViews:
     """
 
     def __init__(self, env: Environment, buffers: np.ndarray) -> None:
-        batched = unpack_host(buffers, layouts(env).view)
+        offsets = view_offsets(env)
         self.env = env
-        self.kind: list[int] = batched.kind.tolist()
-        self.args: list[list[int]] = batched.args.tolist()
-        self.reward: list[float] = batched.reward.tolist()
-        self.terminated: list[bool] = batched.terminated.tolist()
-        self.truncated: list[bool] = batched.truncated.tolist()
-        self.suffix_values = {name: value.tolist() for name, value in batched.suffix.items()}
+        self._rows: list[list[int]] = buffers.view(np.int32).tolist()
+        self._kind = offsets.kind[0]
+        args_offset, (num_args,) = offsets.args
+        self._args = slice(args_offset, args_offset + num_args)
+        self._terminated, self._truncated = offsets.terminated[0], offsets.truncated[0]
+        self.reward: list[float] = buffers[:, offsets.reward[0]].view(np.float32).tolist()
+        self._suffix = {name: offset for name, offset in offsets.suffix.items()}
+        self._fixed_suffix = None if self._suffix else env.suffix.render({})
 
     def done(self, lane: int) -> bool:
         """The lane's episode ended."""
-        return self.terminated[lane] or self.truncated[lane]
+        row = self._rows[lane]
+        return row[self._terminated] != 0 or row[self._truncated] != 0
 
     def observation(self, lane: int, echoes: Mapping[str, str]) -> str:
         """The lane's observation text."""
-        return self.env.messages.render(self.kind[lane], self.args[lane], echoes)
+        row = self._rows[lane]
+        return self.env.messages.render(row[self._kind], row[self._args], echoes)
 
     def suffix(self, lane: int) -> str:
-        """The lane's ``info["suffix"]``."""
+        """The lane's ``info["suffix"]`` (suffix slots are scalar ints)."""
+        if self._fixed_suffix is not None:
+            return self._fixed_suffix
+        row = self._rows[lane]
         return self.env.suffix.render(
-            {name: values[lane] for name, values in self.suffix_values.items()}
+            {name: row[offset] for name, (offset, _) in self._suffix.items()}
         )
 
     def step_result(
         self, lane: int, echoes: Mapping[str, str]
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """GEM's ``step`` 5-tuple for the lane."""
+        row = self._rows[lane]
         return (
             self.observation(lane, echoes),
             python_reward(self.reward[lane]),
-            self.terminated[lane],
-            self.truncated[lane],
+            row[self._terminated] != 0,
+            row[self._truncated] != 0,
             {"suffix": self.suffix(lane)},
         )
 
@@ -110,6 +118,13 @@ def layouts(env: Environment) -> Layouts:
     state, ts = jax.eval_shape(env.reset, jax.random.PRNGKey(0), params)
     view = jax.eval_shape(functools.partial(_view_tree, env), state, ts)
     return Layouts(Layout.of(state), Layout.of(params), Layout.of(view))
+
+
+@functools.cache
+def view_offsets(env: Environment) -> HostView:
+    """Per field of the packed view: ``(first word, shape)``."""
+    layout = layouts(env).view
+    return jax.tree.unflatten(layout.treedef, list(zip(layout.offsets, layout.shapes, strict=True)))
 
 
 def pack_params(env: Environment, params: Any) -> jax.Array:

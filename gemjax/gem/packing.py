@@ -78,20 +78,3 @@ def unpack(buffer: jax.Array, layout: Layout) -> Any:
         for shape, dtype, offset in zip(layout.shapes, layout.dtypes, layout.offsets, strict=True)
     ]
     return jax.tree.unflatten(layout.treedef, leaves)
-
-
-def unpack_host(buffer: np.ndarray, layout: Layout) -> Any:
-    """:func:`unpack` on the host for fetched NumPy buffers of shape ``batch + (size,)``;
-    every leaf gets the leading ``batch`` dimensions."""
-    batch = buffer.shape[:-1]
-    leaves = []
-    for shape, dtype, offset in zip(layout.shapes, layout.dtypes, layout.offsets, strict=True):
-        words = buffer[..., offset : offset + math.prod(shape)]
-        if dtype == np.float32:
-            leaf = words.view(np.float32)
-        elif dtype == np.bool_:
-            leaf = words != 0
-        else:
-            leaf = words.view(np.int32).astype(dtype)
-        leaves.append(leaf.reshape(batch + shape))
-    return jax.tree.unflatten(layout.treedef, leaves)

@@ -38,7 +38,7 @@ class AutoresetMode(enum.Enum):
     SAME_STEP = "SameStep"
 
 
-@dataclass
+@dataclass(slots=True)
 class _Plan:
     """What the batched call prepared for one lane in the current vector call.
 
@@ -350,13 +350,13 @@ class VectorEnv:
             shape = kernel.action_space(group.params).shape
             actions = np.zeros((group.size, *shape), np.int32)
             is_active = np.zeros(group.size, np.bool_)
+            parse = kernel.grammar.parse
+            parsed = {i: parse(active[i]) for i, _ in members}
+            lanes, slots = [i for i, _ in members], [slot for _, slot in members]
+            actions[slots] = [parsed[i].action for i in lanes]
+            is_active[slots] = True
             pending = np.zeros(group.size, np.bool_)
-            parsed = {}
-            for i, slot in members:
-                parsed[i] = kernel.grammar.parse(active[i])
-                actions[slot] = parsed[i].action
-                is_active[slot] = True
-                pending[slot] = self._autoreset_envs[i]
+            pending[slots] = self._autoreset_envs[lanes]
             group.prev_keys, group.prev_states = group.keys, group.states
             group.keys, group.states, views = ops.step_batch(
                 kernel,

@@ -19,11 +19,12 @@ import re
 import sys
 import unicodedata
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 INT32_MAX = 2**31 - 1
+INT32_MAX_DIGITS = len(str(INT32_MAX))
 
 
 class ParsedAction(NamedTuple):
@@ -47,14 +48,13 @@ class Grammar(abc.ABC):
 
     pattern: re.Pattern[str]
 
-    def last_match(self, text: str) -> re.Match[str] | None:
-        """The last match of :attr:`pattern` in ``text`` (GEM's rule)."""
+    def last_groups(self, text: str) -> Any:
+        """The groups of the last match of :attr:`pattern` in ``text`` (GEM's rule), as
+        ``re.findall`` gives them (a str for one group, a tuple for several), or None."""
         if not isinstance(text, str):
             raise TypeError(f"an action must be a str, got {type(text).__name__}")
-        last = None
-        for last in self.pattern.finditer(text):  # noqa: B007 - keep the final match
-            pass
-        return last
+        matches = self.pattern.findall(text)
+        return matches[-1] if matches else None
 
     @abc.abstractmethod
     def parse(self, text: str) -> ParsedAction:
@@ -80,11 +80,11 @@ def normalise_digits(digits: str) -> str | None:
     return digits.lstrip("0") or "0"
 
 
-def clamp_decimal(text: str, upper: int = INT32_MAX) -> int:
-    """``min(int(text), upper)`` for non-negative ASCII ``text``, without big ints."""
-    if len(text) > len(str(upper)):
-        return upper
-    return min(int(text), upper)
+def clamp_decimal(text: str) -> int:
+    """``min(int(text), 2**31 - 1)`` for non-negative ASCII ``text``, without big ints."""
+    if len(text) > INT32_MAX_DIGITS:
+        return INT32_MAX
+    return min(int(text), INT32_MAX)
 
 
 class BoxedInt(Grammar):
@@ -100,8 +100,8 @@ class BoxedInt(Grammar):
         self.slot = slot
 
     def parse(self, text: str) -> ParsedAction:
-        match = self.last_match(text)
-        value_text = normalise_digits(match.group(1)) if match else None
+        digits = self.last_groups(text)
+        value_text = normalise_digits(digits) if digits is not None else None
         if value_text is None:
             return ParsedAction(0, False, {})
         return ParsedAction(clamp_decimal(value_text), True, {self.slot: value_text})

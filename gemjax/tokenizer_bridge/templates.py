@@ -42,6 +42,10 @@ class Int:
     format_spec: str = ""
     echo: bool = False
 
+    def __post_init__(self) -> None:
+        if self.echo and self.format_spec:
+            raise ValueError(f"echo slot {self.name!r} cannot have a format spec")
+
     def render(self, value: int, echoes: Mapping[str, str]) -> str:
         """Text of this slot for ``value`` (or the echoed text when there is one)."""
         if self.echo and self.name in echoes:
@@ -80,6 +84,7 @@ class Template:
     text: str
     pieces: tuple[str | Slot, ...] = field(init=False)
     _format: str = field(init=False, repr=False, compare=False)
+    _named_format: str = field(init=False, repr=False, compare=False)
 
     def __init__(self, text: str, **slots: Slot) -> None:
         pieces: list[str | Slot] = []
@@ -109,6 +114,17 @@ class Template:
             for piece in pieces
         )
         object.__setattr__(self, "_format", "".join(escaped))
+        # The same with named fields (and Int format specs), for ``str.format_map``.
+        named = (
+            piece.replace("{", "{{").replace("}", "}}")
+            if isinstance(piece, str)
+            else "{"
+            + piece.name
+            + (f":{piece.format_spec}" if isinstance(piece, Int) and piece.format_spec else "")
+            + "}"
+            for piece in pieces
+        )
+        object.__setattr__(self, "_named_format", "".join(named))
 
     @property
     def slots(self) -> tuple[Slot, ...]:
@@ -155,12 +171,14 @@ class MessageTable:
                         f"but elsewhere as {previous}"
                     )
         self.arg_names: tuple[str, ...] = tuple(slots)
-        index = {name: i for i, name in enumerate(self.arg_names)}
-        # Per kind: the format string and, per slot occurrence, (slot, arg index).
-        self._plans = [
-            (t._format, [(slot, index[slot.name]) for slot in t.slot_occurrences])
+        # Per kind: the named format string and the Choice slots it uses.
+        self._renderers = [
+            (t._named_format, [(c.name, c.options) for c in t.slots if isinstance(c, Choice)])
             for t in templates.values()
         ]
+        self._echo_names = tuple(
+            name for name, slot in slots.items() if isinstance(slot, Int) and slot.echo
+        )
 
     def kind(self, name: str) -> int:
         """The event kind (a Python int) of message ``name``."""
@@ -193,9 +211,15 @@ class MessageTable:
         """Host rendering of one event given as plain integers."""
         if len(args) != len(self.arg_names):
             raise ValueError(f"expected {len(self.arg_names)} event args, got {len(args)}")
-        text_format, occurrences = self._plans[int(kind)]
-        echoes = echoes or {}
-        return text_format.format(*[slot.render(args[i], echoes) for slot, i in occurrences])
+        text_format, choices = self._renderers[int(kind)]
+        values: dict[str, object] = dict(zip(self.arg_names, map(int, args), strict=True))
+        for name, options in choices:
+            values[name] = options[values[name]]  # type: ignore[index]
+        if echoes:
+            for name in self._echo_names:
+                if name in echoes:
+                    values[name] = echoes[name]
+        return text_format.format_map(values)
 
     def render_event(self, event: Event, echoes: Mapping[str, str] | None = None) -> str:
         """Host rendering of an unbatched :class:`Event` (arrays are fetched)."""
