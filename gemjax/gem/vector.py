@@ -223,6 +223,7 @@ class VectorEnv:
             group.size += 1
         for group in self._groups.values():
             group.keys = jnp.zeros((group.size, 2), jnp.uint32)
+            group.states = jnp.zeros((group.size, ops.layouts(group.kernel).state.size), jnp.uint32)
         self.lane_envs = [
             LaneEnv(self, group, slot, env_id)
             for (group, slot), env_id in zip(self._lanes, self.env_ids, strict=True)
