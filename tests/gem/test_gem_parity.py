@@ -66,15 +66,6 @@ DIGIT_ZEROS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _keep_global_rng():
-    """GEM's ``reset(seed)`` reseeds the process-global RNGs; restore them after."""
-    py_state, np_state = random.getstate(), np.random.get_state()
-    yield
-    random.setstate(py_state)
-    np.random.set_state(np_state)
-
-
 def mask_example(obs: str) -> str:
     """``obs`` with the instructions' random example number replaced by ``N``."""
     return EXAMPLE.sub(r"for example, \\boxed{N}.\n", obs)

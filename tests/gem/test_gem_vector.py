@@ -32,15 +32,6 @@ RANGE = re.compile(r"between \d+ and \d+ \(inclusive\) within \d+ turns\.")
 RESET_START = "You are playing Guess The Number.\n"
 
 
-@pytest.fixture(autouse=True)
-def _keep_global_rng():
-    """GEM reseeds the process-global RNGs; restore them after each test."""
-    py_state, np_state = random.getstate(), np.random.get_state()
-    yield
-    random.setstate(py_state)
-    np.random.set_state(np_state)
-
-
 def mask_reset(obs: str, env_id: str) -> str:
     """A reset observation without what GEM draws from its global RNG: the example
     number, and the range of the random variant."""

@@ -53,15 +53,6 @@ CHATML = (
 )
 
 
-@pytest.fixture(autouse=True)
-def _keep_global_rng():
-    """GEM reseeds the process-global RNGs; restore them after each test."""
-    py_state, np_state = random.getstate(), np.random.get_state()
-    yield
-    random.setstate(py_state)
-    np.random.set_state(np_state)
-
-
 class ChatMLTokenizer:
     """What the wrappers use of a tokenizer: ``apply_chat_template`` (ChatML)."""
 
