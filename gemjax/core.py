@@ -70,6 +70,8 @@ class TimeStep:
         return jnp.logical_or(self.terminated, self.truncated)
 
 
+INT32_MAX = 2**31 - 1
+
 TState = TypeVar("TState")
 TParams = TypeVar("TParams")
 
@@ -82,6 +84,8 @@ class Environment(abc.ABC, Generic[TState, TParams]):
     in ``info["suffix"]``) and ``grammar`` (the host action parser), and implement
     the abstract methods. ``step_uses_key`` tells wrappers whether ``step`` draws
     randomness; when it does not, an auto-reset can spend the whole key on ``reset``.
+    ``reset_info_has_suffix`` tells the GEM text API whether ``reset`` returns
+    ``{"suffix": ...}`` as its info (most games) or ``{}`` (GEM's Mastermind).
 
     Environments compare equal (and hash) by their static configuration, so jitted
     functions taking an env as a static argument are compiled once per configuration.
@@ -91,6 +95,7 @@ class Environment(abc.ABC, Generic[TState, TParams]):
     suffix: Template
     grammar: Grammar
     step_uses_key: bool = True
+    reset_info_has_suffix: bool = True
 
     @property
     @abc.abstractmethod
@@ -157,7 +162,9 @@ class Environment(abc.ABC, Generic[TState, TParams]):
 
 
 def check_int_action(action: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """Validate a kernel action's dtype and shape at trace time; return it as int32.
+    """Validate a kernel action's dtype and shape at trace time; return it as int32,
+    saturating values of wider integer types (uint32 above ``2**31 - 1``) instead of
+    wrapping them.
 
     Raises:
         TypeError: the action is not an integer array (a float or bool slipped in).
@@ -171,6 +178,10 @@ def check_int_action(action: jax.Array, shape: tuple[int, ...]) -> jax.Array:
             f"action has shape {action.shape}, expected {shape} "
             "(batch with jax.vmap, not by passing a batch to an unbatched env)"
         )
+    info = jnp.iinfo(action.dtype)
+    if info.max > INT32_MAX or info.min < -INT32_MAX - 1:
+        # Saturate instead of wrapping: a huge guess stays out of range, as in GEM.
+        action = jnp.clip(action, max(info.min, -INT32_MAX - 1), INT32_MAX)
     return action.astype(jnp.int32)
 
 

@@ -43,6 +43,7 @@ class Wrapper(Environment):
         self.suffix = env.suffix
         self.grammar = env.grammar
         self.step_uses_key = env.step_uses_key
+        self.reset_info_has_suffix = env.reset_info_has_suffix
 
     def __getattr__(self, name: str) -> Any:
         if name == "env":
@@ -163,7 +164,9 @@ class AutoReset(Wrapper):
             ts = tree_where(reset, fresh, stepped)
             pending = ~reset & stepped.done
         inner = tree_where(reset, fresh_state, stepped_state)
-        return AutoResetState(inner, pending), self._with_final(ts, stepped, reset)
+        # In next-step mode a reset step ignores its action: nothing was "stepped".
+        final = stepped if self.mode == "same_step" else tree_where(reset, fresh, stepped)
+        return AutoResetState(inner, pending), self._with_final(ts, final, reset)
 
 
 @struct.dataclass
