@@ -21,6 +21,7 @@ import platform
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 import jax
 
@@ -53,7 +54,7 @@ def random_actions(num_envs: int, rounds: int, low: int, high: int) -> list[list
     ]
 
 
-def vector_steps_per_second(vec, actions: list[list[str]], num_calls: int) -> float:  # noqa: ANN001
+def vector_steps_per_second(vec: Any, actions: list[list[str]], num_calls: int) -> float:
     """Env steps per second of ``vec.step`` over ``num_calls`` calls."""
     for batch in actions[:5]:
         vec.step(batch)
@@ -77,8 +78,12 @@ def compare_vector(env_id: str, num_envs: int, num_calls: int) -> dict[str, floa
     ours.reset(seed=0)
     gem_rate = vector_steps_per_second(theirs, actions, num_calls)
     our_rate = vector_steps_per_second(ours, actions, num_calls)
-    return {"num_envs": num_envs, "gemjax_steps_per_second": our_rate,
-            "gem_steps_per_second": gem_rate, "ratio": our_rate / gem_rate}
+    return {
+        "num_envs": num_envs,
+        "gemjax_steps_per_second": our_rate,
+        "gem_steps_per_second": gem_rate,
+        "ratio": our_rate / gem_rate,
+    }
 
 
 def main() -> None:

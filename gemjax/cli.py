@@ -28,7 +28,8 @@ def cmd_play(args: argparse.Namespace) -> int:
     print(obs)
     terminated = truncated = False
     while not (terminated or truncated):
-        print(info["suffix"])
+        if "suffix" in info:  # GEM's Mastermind resets without one
+            print(info["suffix"])
         try:
             action = input("> ")
         except EOFError:

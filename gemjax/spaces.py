@@ -62,3 +62,46 @@ class Discrete(Space):
     def contains(self, x: jax.Array) -> jax.Array:
         x = jnp.asarray(x)
         return (x >= self.start) & (x < self.start + self.n)
+
+
+@dataclass(frozen=True)
+class MultiDiscrete(Space):
+    """A vector of independent integers: component ``i`` takes ``nvec[i]`` values
+    ``start[i], ..., start[i] + nvec[i] - 1``, as an int32[len(nvec)] array.
+
+    Attributes:
+        nvec: values per component (Python ints: they fix a policy head's widths).
+        start: the smallest value per component (an int applies to every component).
+    """
+
+    nvec: tuple[int, ...]
+    start: tuple[int, ...] | int = 0
+    dtype: jnp.dtype = INT32
+
+    def __post_init__(self) -> None:
+        nvec = tuple(int(n) for n in self.nvec)
+        if not nvec or min(nvec) < 1:
+            raise ValueError(f"MultiDiscrete needs one or more components, each n >= 1: {nvec}")
+        start = (
+            (int(self.start),) * len(nvec)
+            if isinstance(self.start, int)
+            else tuple(int(s) for s in self.start)
+        )
+        if len(start) != len(nvec):
+            raise ValueError(f"start has {len(start)} components, nvec {len(nvec)}")
+        object.__setattr__(self, "nvec", nvec)
+        object.__setattr__(self, "start", start)
+
+    @property
+    def shape(self) -> tuple[int, ...]:  # type: ignore[override]
+        return (len(self.nvec),)
+
+    def sample(self, key: jax.Array, batch_shape: tuple[int, ...] = ()) -> jax.Array:
+        start = jnp.asarray(self.start, jnp.int32)
+        return start + _uniform_below(key, jnp.asarray(self.nvec), (*batch_shape, *self.shape))
+
+    def contains(self, x: jax.Array) -> jax.Array:
+        x = jnp.asarray(x)
+        start = jnp.asarray(self.start, jnp.int32)
+        inside = (x >= start) & (x < start + jnp.asarray(self.nvec, jnp.int32))
+        return jnp.all(inside, axis=-1)

@@ -43,6 +43,8 @@ def test_play_runs_an_episode_with_gem_text(monkeypatch):
 def test_play_stops_cleanly_at_end_of_input(monkeypatch):
     status, out = run(["play", "game:GuessTheNumber-v0-hard"], stdin="", monkeypatch=monkeypatch)
     assert status == 0
+    assert out.startswith("You are playing Guess The Number.\n")
+    assert out.endswith("Enter your next guess.\n> \n")
 
 
 def test_play_unknown_id_is_a_clear_error(monkeypatch):

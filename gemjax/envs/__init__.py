@@ -1,9 +1,10 @@
 """The games, registered under GEM's ids."""
 
 from gemjax.envs.guess_the_number import GuessTheNumber
+from gemjax.envs.mastermind import Mastermind
 from gemjax.registry import register
 
-GAMES = (GuessTheNumber,)
+GAMES = (GuessTheNumber, Mastermind)
 
 register("game:GuessTheNumber-v0-hard", GuessTheNumber, min_number=1, max_number=50, max_turns=7)
 register("game:GuessTheNumber-v0-easy", GuessTheNumber, min_number=1, max_number=10, max_turns=4)
@@ -23,4 +24,29 @@ register(
     max_turns=50,
 )
 
-__all__ = ["GAMES", "GuessTheNumber"]
+register(
+    "game:Mastermind-v0-hard",
+    Mastermind,
+    code_length=4,
+    num_numbers=8,
+    max_turns=30,
+    duplicate_numbers=False,
+)
+register(
+    "game:Mastermind-v0-random",
+    Mastermind,
+    code_length=None,
+    num_numbers=None,
+    max_turns=None,
+    duplicate_numbers=False,
+)
+register(
+    "game:Mastermind-v0-easy",
+    Mastermind,
+    code_length=2,
+    num_numbers=6,
+    max_turns=10,
+    duplicate_numbers=False,
+)
+
+__all__ = ["GAMES", "GuessTheNumber", "Mastermind"]

@@ -88,8 +88,10 @@ class HostViews:
         )
 
     def reset_result(self, lane: int) -> tuple[str, dict[str, Any]]:
-        """GEM's ``reset`` pair for the lane."""
-        return self.observation(lane, {}), {"suffix": self.suffix(lane)}
+        """GEM's ``reset`` pair for the lane (info ``{}`` for games whose GEM reset
+        has no suffix: ``env.reset_info_has_suffix``)."""
+        info = {"suffix": self.suffix(lane)} if self.env.reset_info_has_suffix else {}
+        return self.observation(lane, {}), info
 
 
 class Layouts(NamedTuple):

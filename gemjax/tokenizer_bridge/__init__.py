@@ -4,7 +4,17 @@
 the host parsers with GEM's exact regex semantics.
 """
 
-from gemjax.tokenizer_bridge.grammar import BoxedInt, Grammar, ParsedAction
-from gemjax.tokenizer_bridge.templates import Choice, Int, MessageTable, Template
+from gemjax.tokenizer_bridge.grammar import BoxedInt, BoxedIntList, Grammar, ParsedAction
+from gemjax.tokenizer_bridge.templates import Choice, Int, IntList, MessageTable, Template
 
-__all__ = ["BoxedInt", "Choice", "Grammar", "Int", "MessageTable", "ParsedAction", "Template"]
+__all__ = [
+    "BoxedInt",
+    "BoxedIntList",
+    "Choice",
+    "Grammar",
+    "Int",
+    "IntList",
+    "MessageTable",
+    "ParsedAction",
+    "Template",
+]

@@ -108,3 +108,58 @@ class BoxedInt(Grammar):
 
     def render(self, action: np.ndarray) -> str:
         return "\\boxed{" + str(int(action)) + "}"
+
+
+class BoxedIntList(Grammar):
+    """``\\boxed{(\\d+(?:\\s+\\d+)*)}``: whitespace-separated non-negative integers
+    (Mastermind). GEM splits the match with ``str.split()`` and reads each entry with
+    ``int()``; ``\\s`` and ``split()`` both mean Unicode whitespace.
+
+    The kernel action is int32[size + 1]: ``[count, e_0, ..., e_{size-1}]`` where
+    ``count`` is the number of entries clamped to ``size + 1`` (more entries than
+    ``size`` can only be a wrong length), the first ``size`` entries clamped to
+    ``2**31 - 1`` and zeros after the last entry. ``count == 0`` is a format error
+    (no match, or an entry ``int()`` refuses).
+
+    Echoes: ``slot`` is the list as GEM prints it (``[1, 2, 3]``, every entry in full)
+    and ``count_slot`` the exact number of entries.
+    """
+
+    pattern = re.compile(r"\\boxed{(\d+(?:\s+\d+)*)}")
+
+    def __init__(self, slot: str, size: int, count_slot: str) -> None:
+        if size < 1:
+            raise ValueError(f"BoxedIntList needs size >= 1, got {size}")
+        self.slot = slot
+        self.size = size
+        self.count_slot = count_slot
+
+    def format_error(self) -> np.ndarray:
+        """The kernel action of a format error (all zeros)."""
+        return np.zeros(self.size + 1, np.int32)
+
+    def parse(self, text: str) -> ParsedAction:
+        group = self.last_groups(text)
+        if group is None:
+            return ParsedAction(self.format_error(), False, {})
+        entries = []
+        for token in group.split():
+            value_text = normalise_digits(token)
+            if value_text is None:
+                return ParsedAction(self.format_error(), False, {})
+            entries.append(value_text)
+        action = np.zeros(self.size + 1, np.int32)
+        action[0] = min(len(entries), self.size + 1)
+        head = entries[: self.size]
+        action[1 : 1 + len(head)] = [clamp_decimal(t) for t in head]
+        echoes = {self.slot: "[" + ", ".join(entries) + "]", self.count_slot: str(len(entries))}
+        return ParsedAction(action, True, echoes)
+
+    def render(self, action: np.ndarray) -> str:
+        """``\\boxed{e_0 e_1 ...}``; a count of ``size + 1`` adds an entry ``0`` (so the
+        text parses back to the same action); a count <= 0 gives ``\\boxed{}``."""
+        action = np.asarray(action)
+        count = min(int(action[0]), self.size + 1)
+        entries = [str(int(v)) for v in action[1 : 1 + min(count, self.size)]]
+        entries += ["0"] * (count - self.size)
+        return "\\boxed{" + " ".join(entries) + "}"

@@ -14,6 +14,10 @@ Slot kinds:
   guessed number as ``int()`` read it, so a 40-digit guess shows all 40 digits);
   the parsed action supplies that text, the clamped integer is the fallback.
 * :class:`Choice`: one of a fixed tuple of strings, selected by an index.
+* :class:`IntList`: the first ``n`` of ``size`` integers, printed as a Python list
+  (``[1, 2, 3]``) or with other brackets and separator (``1 2 3``); ``n`` is the
+  value of another (``Int``) slot. The slot occupies ``size`` consecutive event
+  args. With ``echo=True`` the whole text may come from what the player typed.
 """
 
 from __future__ import annotations
@@ -65,7 +69,57 @@ class Choice:
         return self.options[int(value)]
 
 
-Slot = Int | Choice
+@dataclass(frozen=True)
+class IntList:
+    """A slot of ``size`` integers, of which the first ``n`` are printed.
+
+    Attributes:
+        name: the slot's name.
+        size: how many values (event args) the slot holds.
+        length: the name of the :class:`Int` slot whose value is ``n`` (clamped to
+            ``0..size``); it need not appear in the same template.
+        brackets: the text before and after the values.
+        separator: the text between values.
+        echo: the printed text may be the player's own (normalised) list.
+    """
+
+    name: str
+    size: int
+    length: str
+    brackets: tuple[str, str] = ("[", "]")
+    separator: str = ", "
+    echo: bool = False
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise ValueError(f"list slot {self.name!r} needs size >= 1, got {self.size}")
+        if not self.length.isidentifier() or self.length == self.name:
+            raise ValueError(f"list slot {self.name!r} has a bad length slot {self.length!r}")
+
+    def format_values(self, values: Sequence[int], length: int) -> str:
+        """The text of the first ``length`` of ``values`` (no echo)."""
+        count = min(max(int(length), 0), self.size)
+        return (
+            self.brackets[0]
+            + self.separator.join([str(int(v)) for v in values[:count]])
+            + self.brackets[1]
+        )
+
+    def render(self, values: Sequence[int], length: int, echoes: Mapping[str, str]) -> str:
+        """Text of this slot (or the echoed text when there is one)."""
+        if self.echo and self.name in echoes:
+            return echoes[self.name]
+        return self.format_values(values, length)
+
+
+Slot = Int | Choice | IntList
+
+
+def _slot_text(slot: Slot, values: Mapping[str, object], echoes: Mapping[str, str]) -> str:
+    """Text of ``slot`` given every slot's value by name (a list slot reads its length)."""
+    if isinstance(slot, IntList):
+        return slot.render(values[slot.name], values[slot.length], echoes)  # type: ignore[arg-type]
+    return slot.render(values[slot.name], echoes)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -135,11 +189,15 @@ class Template:
                 seen.setdefault(piece.name, piece)
         return tuple(seen.values())
 
-    def render(self, values: Mapping[str, int], echoes: Mapping[str, str] | None = None) -> str:
-        """The message with every slot filled from ``values`` (and ``echoes``)."""
+    def render(self, values: Mapping[str, object], echoes: Mapping[str, str] | None = None) -> str:
+        """The message with every slot filled from ``values`` (and ``echoes``).
+
+        ``values`` maps slot names to ints, and list slots to sequences of ints (their
+        length slot's value must be in ``values`` too, even if not in this template).
+        """
         echoes = echoes or {}
         return self._format.format(
-            *[slot.render(values[slot.name], echoes) for slot in self.slot_occurrences]
+            *[_slot_text(slot, values, echoes) for slot in self.slot_occurrences]
         )
 
     @property
@@ -151,9 +209,17 @@ class Template:
 class MessageTable:
     """A game's messages, numbered in declaration order.
 
-    The event ``kind`` of a message is its position here; the event ``args`` vector
-    holds one int32 per distinct slot name over the whole table
-    (:attr:`arg_names`), so every event of a game has the same shape.
+    The event ``kind`` of a message is its position here. The event ``args`` vector
+    is one flat int32 vector with the same layout for every event of a game: each
+    distinct slot name over the whole table, in order of first appearance, takes one
+    arg (``Int``, ``Choice``) or ``size`` consecutive args (``IntList``). A list
+    slot's length slot is an ``Int`` arg even when no template prints it.
+
+    Attributes:
+        names: the message names (index = kind).
+        arg_names: one name per arg: the slot name, or ``name[i]`` for the args of a
+            list slot.
+        arg_slices: per slot name, its ``slice`` of the args vector.
     """
 
     def __init__(self, **templates: Template) -> None:
@@ -170,10 +236,35 @@ class MessageTable:
                         f"slot {slot.name!r} of message {name!r} is declared as {slot}, "
                         f"but elsewhere as {previous}"
                     )
-        self.arg_names: tuple[str, ...] = tuple(slots)
-        # Per kind: the named format string and the Choice slots it uses.
+        for slot in list(slots.values()):
+            if isinstance(slot, IntList):
+                length = slots.setdefault(slot.length, Int(slot.length))
+                if not isinstance(length, Int):
+                    raise ValueError(
+                        f"the length of list slot {slot.name!r} must be an Int slot, got {length}"
+                    )
+        self.slots: dict[str, Slot] = slots
+        arg_names: list[str] = []
+        self.arg_slices: dict[str, slice] = {}
+        for name, slot in slots.items():
+            start = len(arg_names)
+            if isinstance(slot, IntList):
+                arg_names += [f"{name}[{i}]" for i in range(slot.size)]
+            else:
+                arg_names.append(name)
+            self.arg_slices[name] = slice(start, len(arg_names))
+        self.arg_names: tuple[str, ...] = tuple(arg_names)
+        # Per kind: the named format string, its Choice slots and its list slots.
         self._renderers = [
-            (t._named_format, [(c.name, c.options) for c in t.slots if isinstance(c, Choice)])
+            (
+                t._named_format,
+                [(c.name, c.options) for c in t.slots if isinstance(c, Choice)],
+                [
+                    (c, self.arg_slices[c.name].start, c.size, c.length)
+                    for c in t.slots
+                    if isinstance(c, IntList)
+                ],
+            )
             for t in templates.values()
         ]
         self._echo_names = tuple(
@@ -192,17 +283,30 @@ class MessageTable:
 
         Args:
             kind: a message name, or an int32 scalar (often a ``jnp.select`` of kinds).
-            **args: slot values by name; slots not given are 0.
+            **args: slot values by name (an int32[size] array for a list slot, or a
+                scalar broadcast to it); slots not given are 0.
         Returns:
             ``Event(kind=int32[], args=int32[len(arg_names)])``.
         """
-        unknown = set(args) - set(self.arg_names)
+        unknown = set(args) - set(self.slots)
         if unknown:
-            raise KeyError(f"unknown event args {sorted(unknown)}; known: {self.arg_names}")
+            raise KeyError(f"unknown event args {sorted(unknown)}; known: {tuple(self.slots)}")
         if isinstance(kind, str):
             kind = self.kind(kind)
-        values = [jnp.asarray(args.get(name, 0), jnp.int32) for name in self.arg_names]
-        stacked = jnp.stack(values) if values else jnp.zeros((0,), jnp.int32)
+        values = []
+        for name, slot in self.slots.items():
+            value = jnp.asarray(args.get(name, 0), jnp.int32)
+            if isinstance(slot, IntList):
+                if value.ndim > 1 or (value.ndim == 1 and value.shape[0] != slot.size):
+                    raise ValueError(
+                        f"list slot {name!r} takes {slot.size} values, got shape {value.shape}"
+                    )
+                values.append(jnp.broadcast_to(value, (slot.size,)))
+            else:
+                if value.ndim:
+                    raise ValueError(f"slot {name!r} takes a scalar, got shape {value.shape}")
+                values.append(value[None])
+        stacked = jnp.concatenate(values) if values else jnp.zeros((0,), jnp.int32)
         return Event(kind=jnp.asarray(kind, jnp.int32), args=stacked)
 
     def render(
@@ -211,15 +315,28 @@ class MessageTable:
         """Host rendering of one event given as plain integers."""
         if len(args) != len(self.arg_names):
             raise ValueError(f"expected {len(self.arg_names)} event args, got {len(args)}")
-        text_format, choices = self._renderers[int(kind)]
+        text_format, choices, lists = self._renderers[int(kind)]
         values: dict[str, object] = dict(zip(self.arg_names, map(int, args), strict=True))
         for name, options in choices:
             values[name] = options[values[name]]  # type: ignore[index]
+        for slot, start, size, length in lists:
+            if echoes and slot.echo and slot.name in echoes:
+                values[slot.name] = echoes[slot.name]
+            else:
+                values[slot.name] = slot.format_values(args[start : start + size], values[length])  # type: ignore[arg-type]
         if echoes:
             for name in self._echo_names:
                 if name in echoes:
                     values[name] = echoes[name]
         return text_format.format_map(values)
+
+    def values(self, args: Sequence[int]) -> dict[str, object]:
+        """Slot values by name (a list of ints for a list slot) of an args vector."""
+        ints = list(map(int, args))
+        return {
+            name: ints[sl] if isinstance(self.slots[name], IntList) else ints[sl.start]
+            for name, sl in self.arg_slices.items()
+        }
 
     def render_event(self, event: Event, echoes: Mapping[str, str] | None = None) -> str:
         """Host rendering of an unbatched :class:`Event` (arrays are fetched)."""
