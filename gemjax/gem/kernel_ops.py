@@ -9,6 +9,7 @@ reward, flags and the suffix's slot values (a :class:`HostView`).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -66,12 +67,16 @@ class HostViews:
         return self.env.messages.render(row[self._kind], row[self._args], echoes)
 
     def suffix(self, lane: int) -> str:
-        """The lane's ``info["suffix"]`` (suffix slots are scalar ints)."""
+        """The lane's ``info["suffix"]``: scalar suffix values as ints, array values as
+        flat lists of ints (row-major), which list and board slots read."""
         if self._fixed_suffix is not None:
             return self._fixed_suffix
         row = self._rows[lane]
         return self.env.suffix.render(
-            {name: row[offset] for name, (offset, _) in self._suffix.items()}
+            {
+                name: row[offset] if not shape else row[offset : offset + math.prod(shape)]
+                for name, (offset, shape) in self._suffix.items()
+            }
         )
 
     def step_result(
