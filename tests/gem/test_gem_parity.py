@@ -24,6 +24,7 @@ import gem
 import numpy as np
 import pytest
 from gem.envs.game_env.guess_the_number import GuessTheNumberEnv
+from gem.wrappers.observation_wrapper import ObservationWrapper
 
 import gemjax
 import gemjax.gem as gg
@@ -498,7 +499,7 @@ def test_from_gem_unwraps_gem_wrappers() -> None:
     gem_env = gem.make(HARD)
     gem_env.reset(seed=4)
     gem_env.step("\\boxed{20}")
-    wrapped = gem.wrappers.observation_wrapper.ObservationWrapper(
+    wrapped = ObservationWrapper(
         gem_env, include_action=True, include_chat_template=False
     )
     ours = gg.from_gem(wrapped)
