@@ -1,14 +1,16 @@
-"""The ``gemjax`` command: ``list``, ``play ID``, ``bench``."""
+"""The ``gemjax`` command: ``list``, ``play ID``, ``bench``, ``train``."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from gemjax.registry import list_envs, spec
+from gemjax.train.config import ALGOS, TrainConfig
 
 
 def cmd_list(_: argparse.Namespace) -> int:
@@ -77,6 +79,89 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    """The :class:`~gemjax.train.TrainConfig` of ``gemjax train``'s arguments (PPO
+    defaults to clip 0.2, 4 epochs of 4 minibatches)."""
+    ppo = args.algo == "ppo"
+    overrides = {
+        "env_id": args.env,
+        "algo": args.algo,
+        "gamma": args.gamma,
+        "num_updates": args.updates,
+        "num_episodes": args.episodes,
+        "num_transitions": args.transitions,
+        "horizon": args.horizon,
+        "group_size": args.group_size,
+        "hidden": tuple(args.hidden) if args.hidden else None,
+        "learning_rate": args.lr,
+        "ent_coef": args.ent_coef,
+        "clip_eps": args.clip_eps if args.clip_eps is not None else (0.2 if ppo else None),
+        "update_epochs": args.epochs or (4 if ppo else None),
+        "num_minibatches": args.minibatches or (4 if ppo else None),
+        "mask_invalid": args.mask_invalid,
+        "eval_every": args.eval_every,
+        "eval_episodes": args.eval_episodes,
+    }
+    return dataclasses.replace(
+        TrainConfig(), **{k: v for k, v in overrides.items() if v is not None}
+    )
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train a policy on a game; write metrics, a plot and checkpoints to ``--out``."""
+    if args.distributed:
+        import jax
+
+        jax.distributed.initialize()
+    from gemjax.train.host import device_mesh, run
+
+    config = train_config(args)
+    result = run(
+        config,
+        Path(args.out),
+        seed=args.seed,
+        mesh=device_mesh(),
+        checkpoint_every=args.checkpoint_every,
+        progress=not args.no_progress,
+    )
+    last = result.records[-1]
+    sps = f"{result.steps_per_second:,.0f}" if result.steps_per_second else "n/a"
+    print(
+        f"update {last['update']}: greedy success {last['success']:.3f}, "
+        f"mean turns {last['mean_turns']:.2f}; compile {result.compile_seconds:.1f} s, "
+        f"{sps} env steps/s (train step incl. update); wall {last['wall_s']:.1f} s"
+    )
+    return 0
+
+
+def add_train_parser(commands: argparse._SubParsersAction) -> None:
+    """The ``train`` subcommand (unset options take :class:`TrainConfig`'s defaults)."""
+    train = commands.add_parser("train", help="train a policy on a game (on device)")
+    train.add_argument("--env", default=TrainConfig.env_id, help="env id")
+    train.add_argument("--algo", choices=ALGOS, default=TrainConfig.algo)
+    train.add_argument("--gamma", type=float, default=TrainConfig.gamma)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--out", required=True, help="run directory (resumed if present)")
+    train.add_argument("--updates", type=int, help="total updates")
+    train.add_argument("--episodes", type=int, help="episodes per update")
+    train.add_argument("--transitions", type=int, help="learning transitions per update")
+    train.add_argument("--horizon", type=int, help="rollout turns (default: max_turns)")
+    train.add_argument("--group-size", type=int, help="GRPO episodes per initial state")
+    train.add_argument("--hidden", type=int, nargs="+", help="MLP hidden widths")
+    train.add_argument("--lr", type=float, help="AdamW learning rate")
+    train.add_argument("--ent-coef", type=float, help="entropy bonus")
+    train.add_argument("--clip-eps", type=float, help="PPO-style ratio clipping")
+    train.add_argument("--epochs", type=int, help="passes over each rollout")
+    train.add_argument("--minibatches", type=int, help="minibatches per pass")
+    train.add_argument("--mask-invalid", action="store_true", help="mask invalid actions")
+    train.add_argument("--eval-every", type=int, help="updates per chunk and evaluation")
+    train.add_argument("--eval-episodes", type=int, help="greedy evaluation episodes")
+    train.add_argument("--checkpoint-every", type=int, default=10, help="chunks per checkpoint")
+    train.add_argument("--distributed", action="store_true", help="jax.distributed (multi-host)")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.set_defaults(run=cmd_train)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``gemjax`` command."""
     parser = argparse.ArgumentParser(prog="gemjax", description=__doc__)
@@ -92,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--steps", type=int, default=200, help="scan steps per rollout")
     bench.add_argument("--json", help="also write the rows to this JSON file")
     bench.set_defaults(run=cmd_bench)
+    add_train_parser(commands)
     return parser
 
 

@@ -290,6 +290,14 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
         size = (state.max_number - state.min_number + 1).astype(jnp.uint32)
         return state.min_number + (jax.random.bits(key, (), jnp.uint32) % size).astype(jnp.int32)
 
+    def valid_action_mask(self, state: GuessTheNumberState) -> jax.Array:
+        """bool[capacity]: the guesses that are neither a format error (0), out of
+        ``[min_number, max_number]`` nor already guessed (an optional env method,
+        used by ``gemjax.train``'s masking ablation)."""
+        numbers = jnp.arange(self.capacity, dtype=jnp.int32)
+        in_range = (numbers >= state.min_number) & (numbers <= state.max_number)
+        return in_range & ~state.guessed
+
     def instructions_event(self, state: GuessTheNumberState) -> Event:
         return MESSAGES.event(
             "instructions",

@@ -1,0 +1,20 @@
+"""On-device RL for gemjax games: one rollout, several advantage estimators.
+
+``make_train(TrainConfig(...))`` returns a :class:`Trainer` whose ``train(key)`` runs a
+whole training run inside one jit, and whose ``chunk(state)`` runs ``eval_every``
+updates plus a greedy evaluation (the host loop of ``gemjax train``).
+"""
+
+from gemjax.train.config import ALGOS, Algo, TrainConfig
+from gemjax.train.trainer import ChunkMetrics, Trainer, TrainState, UpdateMetrics, make_train
+
+__all__ = [
+    "ALGOS",
+    "Algo",
+    "ChunkMetrics",
+    "TrainConfig",
+    "TrainState",
+    "Trainer",
+    "UpdateMetrics",
+    "make_train",
+]

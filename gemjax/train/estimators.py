@@ -1,0 +1,149 @@
+"""Returns and advantage estimators: pure functions over ``[T, B]`` rollouts.
+
+Axis 0 is the turn ``t < T`` (the rollout horizon), axis 1 the episode ``b < B``.
+``valid[t, b]`` is True while episode ``b`` is still running at turn ``t`` (the
+turn that ends an episode is valid, every later one is not). Every estimator
+returns zeros on invalid turns, so masked sums need no further masking.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+NORM_EPS = 1e-9  # GEM/OAT: (x - mean) / (std + 1e-9)
+
+
+def discounted_returns(rewards: jax.Array, valid: jax.Array, gamma: float) -> jax.Array:
+    """Per-turn returns within each episode, no bootstrap.
+
+    ``G[t] = r[t] + gamma * G[t + 1]`` summed over the valid turns of the episode.
+
+    Args:
+        rewards: float32[T, B] per-turn rewards.
+        valid: bool[T, B] the turn belongs to the episode.
+        gamma: discount, ``0 < gamma <= 1``.
+
+    Returns:
+        float32[T, B], zero on invalid turns.
+    """
+    masked = jnp.where(valid, rewards, 0.0).astype(jnp.float32)
+
+    def backward(future: jax.Array, turn: tuple[jax.Array, jax.Array]):
+        reward, ok = turn
+        ret = jnp.where(ok, reward + gamma * future, 0.0)
+        return ret, ret
+
+    _, returns = jax.lax.scan(
+        backward, jnp.zeros(rewards.shape[1:], jnp.float32), (masked, valid), reverse=True
+    )
+    return returns
+
+
+def masked_mean_std(x: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Mean and population std of ``x`` over the valid entries.
+
+    Args:
+        x: float32[...]; valid: bool[...] of the same shape (at least one True).
+
+    Returns:
+        Two float32[] scalars.
+    """
+    count = jnp.maximum(jnp.sum(valid), 1)
+    mean = jnp.sum(jnp.where(valid, x, 0.0)) / count
+    var = jnp.sum(jnp.where(valid, (x - mean) ** 2, 0.0)) / count
+    return mean, jnp.sqrt(var)
+
+
+def normalize(x: jax.Array, valid: jax.Array) -> jax.Array:
+    """``(x - mean) / (std + 1e-9)`` with one mean and one population std over every
+    valid entry; float32[...] like ``x``, zero where not valid."""
+    mean, std = masked_mean_std(x, valid)
+    return jnp.where(valid, (x - mean) / (std + NORM_EPS), 0.0)
+
+
+def rebn_advantages(returns: jax.Array, valid: jax.Array) -> jax.Array:
+    """ReBN (GEM's ``norm_return``): per-transition returns normalised over the batch.
+
+    Args:
+        returns: float32[T, B] from :func:`discounted_returns`.
+        valid: bool[T, B].
+
+    Returns:
+        float32[T, B]: ``(G - mu) / (sigma + 1e-9)``, ``mu`` and ``sigma`` the mean
+        and population std of all valid transitions; zero on invalid turns.
+    """
+    return normalize(returns, valid)
+
+
+def reinforce_advantages(returns: jax.Array, valid: jax.Array) -> jax.Array:
+    """Plain REINFORCE: the raw returns, float32[T, B], zero on invalid turns."""
+    return jnp.where(valid, returns, 0.0)
+
+
+def grpo_advantages(returns: jax.Array, valid: jax.Array, group_size: int) -> jax.Array:
+    """GRPO: episode-level advantages normalised within groups of episodes.
+
+    Episodes ``b`` with the same ``b // group_size`` start from the same initial
+    state. An episode's score is its return from the first turn, ``G[0, b]`` (GEM's
+    undiscounted episode return when ``gamma = 1``); its advantage
+    ``(R_b - mean_group) / (std_group + 1e-9)`` (population std) is shared by
+    every valid turn of the episode.
+
+    Args:
+        returns: float32[T, B] from :func:`discounted_returns`, ``B`` a multiple of
+            ``group_size``.
+        valid: bool[T, B].
+        group_size: episodes per group.
+
+    Returns:
+        float32[T, B], zero on invalid turns.
+    """
+    scores = returns[0].reshape(-1, group_size)
+    mean = jnp.mean(scores, axis=1, keepdims=True)
+    std = jnp.std(scores, axis=1, keepdims=True)
+    episode_adv = ((scores - mean) / (std + NORM_EPS)).reshape(-1)
+    return jnp.where(valid, episode_adv[None, :], 0.0)
+
+
+def gae(
+    rewards: jax.Array,
+    values: jax.Array,
+    valid: jax.Array,
+    bootstrap: jax.Array,
+    gamma: float,
+    lam: float,
+) -> tuple[jax.Array, jax.Array]:
+    """Turn-level generalised advantage estimation.
+
+    ``delta[t] = r[t] + gamma * V_next[t] - V[t]`` and
+    ``A[t] = delta[t] + gamma * lam * A[t + 1]``, where ``V_next[t]`` is
+    ``V[t + 1]`` while the episode goes on, 0 after its last turn, and
+    ``bootstrap[b]`` after turn ``T - 1`` (the critic's value of the state an
+    episode cut by the horizon stopped in; pass 0 for finished episodes).
+
+    Args:
+        rewards, values: float32[T, B].
+        valid: bool[T, B].
+        bootstrap: float32[B].
+        gamma, lam: discount and GAE lambda.
+
+    Returns:
+        ``(advantages, targets)``, float32[T, B] each, ``targets = A + V``; both
+        zero on invalid turns.
+    """
+    next_values = jnp.concatenate([values[1:], bootstrap[None]], axis=0)
+    next_valid = jnp.concatenate([valid[1:], jnp.ones_like(valid[:1])], axis=0)
+    next_values = jnp.where(next_valid, next_values, 0.0)
+    deltas = rewards + gamma * next_values - values
+
+    def backward(future: jax.Array, turn: tuple[jax.Array, jax.Array]):
+        delta, ok = turn
+        adv = jnp.where(ok, delta + gamma * lam * future, 0.0)
+        return adv, adv
+
+    _, advantages = jax.lax.scan(
+        backward, jnp.zeros(rewards.shape[1:], jnp.float32), (deltas, valid), reverse=True
+    )
+    targets = jnp.where(valid, advantages + values, 0.0)
+    return advantages, targets

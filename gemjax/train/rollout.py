@@ -1,0 +1,201 @@
+"""Batched episodes: ``lax.scan`` over turns of a vmapped env, no auto-reset.
+
+Every episode of the batch runs for ``horizon`` turns; turns after an episode
+ended are stepped but masked out (``valid`` False), so shapes stay static.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from gemjax.core import Environment
+from gemjax.train.policy import flatten_observation
+
+Constrain = Callable[[Any], Any]
+MASKED_LOGIT = -1e9
+
+
+@struct.dataclass
+class Trajectory:
+    """One rollout of ``B`` episodes over ``T`` turns.
+
+    Attributes:
+        features: float32[T, B, F] flattened observations the actions were taken in.
+        actions: int32[T, B].
+        log_probs: float32[T, B] log-probabilities of the actions when sampled.
+        values: float32[T, B] critic values (zeros without a critic).
+        rewards: float32[T, B], zero on invalid turns.
+        valid: bool[T, B] the episode was running at that turn.
+        success: bool[T, B] the env's ``info["success"]`` on valid turns.
+        action_mask: bool[T, B, A] allowed actions (all True unless masking).
+        bootstrap: float32[B] critic value after turn ``T - 1`` of episodes the
+            horizon cut (zero for finished episodes).
+    """
+
+    features: jax.Array
+    actions: jax.Array
+    log_probs: jax.Array
+    values: jax.Array
+    rewards: jax.Array
+    valid: jax.Array
+    success: jax.Array
+    action_mask: jax.Array
+    bootstrap: jax.Array
+
+
+@struct.dataclass
+class EpisodeMetrics:
+    """Per-batch episode statistics (float32[] each).
+
+    Attributes:
+        success: fraction of episodes where ``info["success"]`` was set at any turn.
+        mean_turns: mean turns over all episodes (cut episodes count ``T``).
+        mean_turns_success: mean turns over successful episodes (NaN if none).
+    """
+
+    success: jax.Array
+    mean_turns: jax.Array
+    mean_turns_success: jax.Array
+
+
+def episode_metrics(valid: jax.Array, success: jax.Array) -> EpisodeMetrics:
+    """:class:`EpisodeMetrics` from bool[T, B] ``valid`` and ``success`` masks."""
+    turns = jnp.sum(valid, axis=0, dtype=jnp.float32)
+    won = jnp.any(success & valid, axis=0)
+    return episode_metrics_from_totals(turns, won)
+
+
+def episode_metrics_from_totals(turns: jax.Array, won: jax.Array) -> EpisodeMetrics:
+    """:class:`EpisodeMetrics` from float32[B] episode lengths and bool[B] success."""
+    wins = jnp.sum(won)
+    return EpisodeMetrics(
+        success=jnp.mean(won.astype(jnp.float32)),
+        mean_turns=jnp.mean(turns),
+        mean_turns_success=jnp.sum(jnp.where(won, turns, 0.0)) / wins,
+    )
+
+
+def masked_logits(logits: jax.Array, action_mask: jax.Array) -> jax.Array:
+    """float32[..., A] logits with disallowed actions (bool[..., A] False) at -1e9."""
+    return jnp.where(action_mask, logits, MASKED_LOGIT)
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """Runs a policy in a vmapped env.
+
+    Attributes:
+        env, env_params: the game and its params.
+        model: the :class:`~gemjax.train.policy.ActorCritic`.
+        horizon: turns per rollout (``T``).
+        mask_invalid: mask logits with ``env.valid_action_mask``.
+        code_bits: see :func:`~gemjax.train.policy.flatten_observation`.
+        constrain: applied to every batch-leading pytree (a sharding constraint, or
+            the identity).
+    """
+
+    env: Environment
+    env_params: Any
+    model: nn.Module
+    horizon: int
+    mask_invalid: bool
+    code_bits: int
+    constrain: Constrain
+
+    def _reset(self, reset_keys: jax.Array) -> tuple[Any, Any]:
+        state, ts = jax.vmap(self.env.reset, in_axes=(0, None))(reset_keys, self.env_params)
+        return self.constrain(state), ts
+
+    def _step(self, key: jax.Array, state: Any, actions: jax.Array) -> tuple[Any, Any]:
+        if self.env.step_uses_key:
+            keys = jax.random.split(key, actions.shape[0])
+            step = jax.vmap(self.env.step, in_axes=(0, 0, 0, None))
+        else:
+            keys = key
+            step = jax.vmap(self.env.step, in_axes=(None, 0, 0, None))
+        state, ts = step(keys, state, actions, self.env_params)
+        return self.constrain(state), ts
+
+    def _policy(self, params: Any, state: Any, observation: Any):
+        """Features float32[B, F], action mask bool[B, A], logits float32[B, A]
+        (masked when masking) and values float32[B]."""
+        spec = self.env.observation_spec(self.env_params)
+        features = flatten_observation(observation, spec, self.code_bits)
+        logits, values = self.model.apply(params, features)
+        if self.mask_invalid:
+            action_mask = jax.vmap(self.env.valid_action_mask)(state)
+            logits = masked_logits(logits, action_mask)
+        else:
+            action_mask = jnp.ones(logits.shape, jnp.bool_)
+        return features, action_mask, logits, values
+
+    def collect(self, params: Any, reset_keys: jax.Array, key: jax.Array) -> Trajectory:
+        """Sample ``B = len(reset_keys)`` episodes (key array[B]) for ``T`` turns."""
+        state, ts = self._reset(reset_keys)
+        running = jnp.ones(reset_keys.shape, jnp.bool_)
+
+        def turn(carry, turn_key):
+            state, observation, running = carry
+            action_key, step_key = jax.random.split(turn_key)
+            features, action_mask, logits, values = self._policy(params, state, observation)
+            actions = jax.random.categorical(action_key, logits).astype(jnp.int32)
+            log_probs = jnp.take_along_axis(jax.nn.log_softmax(logits), actions[:, None], axis=-1)[
+                :, 0
+            ]
+            state, ts = self._step(step_key, state, actions)
+            record = Trajectory(
+                features=features,
+                actions=actions,
+                log_probs=log_probs,
+                values=values,
+                rewards=jnp.where(running, ts.reward, 0.0),
+                valid=running,
+                success=running & ts.info["success"],
+                action_mask=action_mask,
+                bootstrap=values,
+            )
+            return (state, ts.observation, running & ~ts.done), record
+
+        keys = jax.random.split(key, self.horizon)
+        (state, observation, running), traj = jax.lax.scan(
+            turn, (state, ts.observation, running), keys
+        )
+        _, _, _, last_values = self._policy(params, state, observation)
+        return traj.replace(bootstrap=jnp.where(running, last_values, 0.0))
+
+    def evaluate(self, params: Any, reset_keys: jax.Array, key: jax.Array) -> EpisodeMetrics:
+        """Greedy (argmax) episodes from key array[B] ``reset_keys`` (``key`` feeds
+        the env's step); stops as soon as every episode ended or after ``T`` turns."""
+        state, ts = self._reset(reset_keys)
+        batch = reset_keys.shape[0]
+        init = (
+            state,
+            ts.observation,
+            jnp.ones((batch,), jnp.bool_),
+            jnp.zeros((batch,), jnp.bool_),
+            jnp.zeros((batch,), jnp.float32),
+            jnp.int32(0),
+        )
+
+        def cond(carry) -> jax.Array:
+            _, _, running, _, _, t = carry
+            return (t < self.horizon) & jnp.any(running)
+
+        def body(carry):
+            state, observation, running, won, turns, t = carry
+            _, _, logits, _ = self._policy(params, state, observation)
+            actions = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+            state, ts = self._step(jax.random.fold_in(key, t), state, actions)
+            won = won | (running & ts.info["success"])
+            turns = turns + running
+            return state, ts.observation, running & ~ts.done, won, turns, t + 1
+
+        _, _, _, won, turns, _ = jax.lax.while_loop(cond, body, init)
+        return episode_metrics_from_totals(turns, won)

@@ -1,0 +1,370 @@
+"""``make_train``: one jitted update (rollout, estimator, optimiser steps) per call
+of ``lax.scan``, PureJaxRL style, with metrics as scan outputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from gemjax.core import Environment
+from gemjax.registry import make
+from gemjax.train.config import TrainConfig
+from gemjax.train.estimators import (
+    discounted_returns,
+    gae,
+    grpo_advantages,
+    normalize,
+    rebn_advantages,
+    reinforce_advantages,
+)
+from gemjax.train.policy import ActorCritic, feature_size
+from gemjax.train.rollout import (
+    Constrain,
+    EpisodeMetrics,
+    Rollout,
+    Trajectory,
+    episode_metrics,
+    masked_logits,
+)
+
+BATCH_AXIS = "batch"
+
+
+@struct.dataclass
+class TrainState:
+    """Everything a run carries from one update to the next.
+
+    Attributes:
+        params: the policy's Flax variables.
+        opt_state: the optax state.
+        key: PRNG key array[] for the next update.
+        eval_key: PRNG key array[]; greedy evaluations always start from its episodes.
+        update: int32[] updates done so far.
+    """
+
+    params: Any
+    opt_state: Any
+    key: jax.Array
+    eval_key: jax.Array
+    update: jax.Array
+
+
+@struct.dataclass
+class UpdateMetrics:
+    """Metrics of one update's rollout and loss (float32[] each).
+
+    Attributes:
+        episode_return: mean undiscounted episode return.
+        episodes: success rate and mean turns of the sampled episodes.
+        loss, policy_loss, value_loss, entropy: from the last minibatch step.
+    """
+
+    episode_return: jax.Array
+    episodes: EpisodeMetrics
+    loss: jax.Array
+    policy_loss: jax.Array
+    value_loss: jax.Array
+    entropy: jax.Array
+
+
+@struct.dataclass
+class ChunkMetrics:
+    """``train``: :class:`UpdateMetrics` with a leading axis of ``eval_every``
+    updates; ``eval``: greedy :class:`EpisodeMetrics` after the last of them."""
+
+    train: UpdateMetrics
+    eval: EpisodeMetrics
+
+
+@struct.dataclass
+class Batch:
+    """Learning data: per turn ``[T, B, ...]``, or per transition ``[N, ...]`` once
+    flattened and subsampled.
+
+    Attributes:
+        features: float32[..., F]; actions: int32[...]; log_probs: float32[...] (at
+        sampling time); action_mask: bool[..., A]; valid: bool[...];
+        advantages: float32[...]; targets: float32[...] critic targets (PPO).
+    """
+
+    features: jax.Array
+    actions: jax.Array
+    log_probs: jax.Array
+    action_mask: jax.Array
+    valid: jax.Array
+    advantages: jax.Array
+    targets: jax.Array
+
+
+def masked_mean(x: jax.Array, valid: jax.Array) -> jax.Array:
+    """float32[]: the mean of ``x`` over entries where bool ``valid`` is True."""
+    return jnp.sum(jnp.where(valid, x, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
+
+
+def advantages_and_targets(config: TrainConfig, traj: Trajectory) -> tuple[jax.Array, jax.Array]:
+    """The configured estimator: float32[T, B] advantages and critic targets (zeros
+    unless PPO)."""
+    valid = traj.valid
+    if config.algo == "ppo":
+        adv, targets = gae(
+            traj.rewards, traj.values, valid, traj.bootstrap, config.gamma, config.gae_lambda
+        )
+        return normalize(adv, valid), targets
+    returns = discounted_returns(traj.rewards, valid, config.gamma)
+    if config.algo == "rebn":
+        adv = rebn_advantages(returns, valid)
+    elif config.algo == "reinforce":
+        adv = reinforce_advantages(returns, valid)
+    else:
+        adv = grpo_advantages(returns, valid, config.group_size)
+    return adv, jnp.zeros_like(adv)
+
+
+def horizon_of(config: TrainConfig, env: Environment) -> int:
+    """``config.horizon``, else the env's ``max_turns`` parameter.
+
+    Raises:
+        ValueError: neither is available.
+    """
+    if config.horizon is not None:
+        return config.horizon
+    max_turns = getattr(env.default_params, "max_turns", None)
+    if max_turns is None:
+        raise ValueError(f"{env.name} has no max_turns param: set TrainConfig.horizon")
+    return int(max_turns)
+
+
+def batch_constraint(mesh: Mesh | None) -> Constrain:
+    """Shard the leading axis of every leaf over ``mesh``'s ``batch`` axis (identity
+    without a mesh)."""
+    if mesh is None:
+        return lambda tree: tree
+    sharding = NamedSharding(mesh, PartitionSpec(BATCH_AXIS))
+    return lambda tree: jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, sharding), tree)
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """The pure functions of a training run; jit them (``train`` is jittable whole).
+
+    Attributes:
+        config: the run's configuration.
+        env: the game; rollout: its batched runner; model: the policy.
+        optimizer: AdamW behind global-norm clipping.
+        horizon: turns per rollout.
+    """
+
+    config: TrainConfig
+    env: Environment
+    rollout: Rollout
+    model: ActorCritic
+    optimizer: optax.GradientTransformation
+    horizon: int
+
+    @property
+    def env_steps_per_update(self) -> int:
+        """Env steps one update runs: ``num_episodes * horizon`` (masked turns too)."""
+        return self.config.num_episodes * self.horizon
+
+    def init(self, key: jax.Array) -> TrainState:
+        """A fresh :class:`TrainState` from a PRNG key array[]."""
+        init_key, eval_key, key = jax.random.split(key, 3)
+        spec = self.env.observation_spec(self.env.default_params)
+        params = self.model.init(
+            init_key, jnp.zeros((feature_size(spec, self.config.code_bits),), jnp.float32)
+        )
+        return TrainState(
+            params=params,
+            opt_state=self.optimizer.init(params),
+            key=key,
+            eval_key=eval_key,
+            update=jnp.int32(0),
+        )
+
+    def _reset_keys(self, key: jax.Array) -> jax.Array:
+        """key array[B]: one per episode; GRPO repeats each group's key ``group_size``
+        times (consecutive episodes share an initial state)."""
+        config = self.config
+        if config.algo != "grpo":
+            return jax.random.split(key, config.num_episodes)
+        groups = jax.random.split(key, config.num_episodes // config.group_size)
+        return jnp.repeat(groups, config.group_size, axis=0)
+
+    def loss(self, params: Any, batch: Batch) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+        """Policy-gradient loss (clipped surrogate when ``clip_eps`` is set), minus the
+        entropy bonus, plus the value loss for PPO; means over valid turns.
+
+        Returns:
+            ``(loss, (policy_loss, value_loss, entropy))``, float32[] each.
+        """
+        config = self.config
+        logits, values = self.model.apply(params, batch.features)
+        if config.mask_invalid:
+            logits = masked_logits(logits, batch.action_mask)
+        log_probs_all = jax.nn.log_softmax(logits)
+        log_probs = jnp.take_along_axis(log_probs_all, batch.actions[..., None], axis=-1)[..., 0]
+        entropy = masked_mean(-jnp.sum(jnp.exp(log_probs_all) * log_probs_all, -1), batch.valid)
+        adv = batch.advantages
+        if config.clip_eps is None:
+            surrogate = adv * log_probs
+        else:
+            ratio = jnp.exp(log_probs - batch.log_probs)
+            clipped = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
+            surrogate = jnp.minimum(ratio * adv, clipped * adv)
+        policy_loss = -masked_mean(surrogate, batch.valid)
+        value_loss = 0.5 * masked_mean((values - batch.targets) ** 2, batch.valid)
+        vf_coef = config.vf_coef if config.algo == "ppo" else 0.0
+        loss = policy_loss - config.ent_coef * entropy + vf_coef * value_loss
+        return loss, (policy_loss, value_loss, entropy)
+
+    def _learn(self, state: TrainState, batch: Batch, key: jax.Array):
+        """``update_epochs`` passes of ``num_minibatches`` optimiser steps over the
+        learning transitions of ``batch`` (flat ``[N]``); returns the new params,
+        opt_state and the last step's losses."""
+        config = self.config
+        size = self.learn_size
+        minibatch = size // config.num_minibatches
+
+        def step(carry, mb: Batch):
+            params, opt_state = carry
+            (loss, aux), grads = jax.value_and_grad(self.loss, has_aux=True)(params, mb)
+            updates, opt_state = self.optimizer.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), (loss, *aux)
+
+        def epoch(carry, epoch_key):
+            order = jax.random.permutation(epoch_key, size)
+            shuffled = jax.tree.map(
+                lambda x: x[order].reshape((config.num_minibatches, minibatch, *x.shape[1:])),
+                batch,
+            )
+            return jax.lax.scan(step, carry, shuffled)
+
+        (params, opt_state), losses = jax.lax.scan(
+            epoch,
+            (state.params, state.opt_state),
+            jax.random.split(key, config.update_epochs),
+        )
+        return params, opt_state, jax.tree.map(lambda x: x[-1, -1], losses)
+
+    @property
+    def learn_size(self) -> int:
+        """Transitions per learning batch: ``num_transitions`` or every turn."""
+        return self.config.num_transitions or self.env_steps_per_update
+
+    def _subsample(self, batch: Batch, key: jax.Array) -> Batch:
+        """Flatten ``[T, B, ...]`` to ``[T * B, ...]`` and keep ``learn_size``
+        transitions: valid ones uniformly without replacement (GEM's subsampling),
+        invalid ones only to fill up (they carry no loss)."""
+        flat = jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), batch)
+        if self.config.num_transitions is None:
+            return flat
+        priority = jax.random.uniform(key, flat.valid.shape) + flat.valid
+        _, keep = jax.lax.top_k(priority, self.config.num_transitions)
+        return jax.tree.map(lambda x: x[keep], flat)
+
+    def update(self, state: TrainState) -> tuple[TrainState, UpdateMetrics]:
+        """One rollout and its optimiser steps."""
+        key, reset_key, rollout_key, sample_key, learn_key = jax.random.split(state.key, 5)
+        traj = self.rollout.collect(state.params, self._reset_keys(reset_key), rollout_key)
+        advantages, targets = advantages_and_targets(self.config, traj)
+        batch = Batch(
+            features=traj.features,
+            actions=traj.actions,
+            log_probs=traj.log_probs,
+            action_mask=traj.action_mask,
+            valid=traj.valid,
+            advantages=advantages,
+            targets=targets,
+        )
+        params, opt_state, (loss, policy_loss, value_loss, entropy) = self._learn(
+            state, self._subsample(batch, sample_key), learn_key
+        )
+        metrics = UpdateMetrics(
+            episode_return=jnp.mean(jnp.sum(traj.rewards, axis=0)),
+            episodes=episode_metrics(traj.valid, traj.success),
+            loss=loss,
+            policy_loss=policy_loss,
+            value_loss=value_loss,
+            entropy=entropy,
+        )
+        new_state = state.replace(
+            params=params, opt_state=opt_state, key=key, update=state.update + 1
+        )
+        return new_state, metrics
+
+    def evaluate(self, state: TrainState) -> EpisodeMetrics:
+        """Greedy play of the current policy on ``eval_episodes`` fixed episodes."""
+        reset_key, step_key = jax.random.split(state.eval_key)
+        reset_keys = jax.random.split(reset_key, self.config.eval_episodes)
+        return self.rollout.evaluate(state.params, reset_keys, step_key)
+
+    def chunk(self, state: TrainState) -> tuple[TrainState, ChunkMetrics]:
+        """``eval_every`` updates (a ``lax.scan``), then a greedy evaluation."""
+
+        def body(state: TrainState, _: None):
+            return self.update(state)
+
+        state, train = jax.lax.scan(body, state, None, length=self.config.eval_every)
+        return state, ChunkMetrics(train=train, eval=self.evaluate(state))
+
+    def train(self, key: jax.Array) -> tuple[TrainState, ChunkMetrics]:
+        """A whole run from a PRNG key array[]; metrics have leading axes
+        ``[num_updates // eval_every]`` (eval) and ``[..., eval_every]`` (train).
+        Jittable and vmappable over keys (without a mesh)."""
+
+        def body(state: TrainState, _: None):
+            return self.chunk(state)
+
+        num_chunks = self.config.num_updates // self.config.eval_every
+        return jax.lax.scan(body, self.init(key), None, length=num_chunks)
+
+
+def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
+    """AdamW behind global-norm gradient clipping."""
+    return optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm),
+        optax.adamw(config.learning_rate, weight_decay=config.weight_decay),
+    )
+
+
+def make_train(config: TrainConfig, mesh: Mesh | None = None) -> Trainer:
+    """Build the :class:`Trainer` of ``config``.
+
+    Args:
+        config: the run.
+        mesh: shard the episode axis of rollouts over this mesh's ``batch`` axis
+            (``num_episodes`` and ``eval_episodes`` must divide by its size).
+
+    Raises:
+        ValueError: the env lacks ``valid_action_mask`` while ``mask_invalid`` is set,
+            or the batch does not divide over the mesh.
+    """
+    env = make(config.env_id)
+    if config.mask_invalid and not hasattr(env, "valid_action_mask"):
+        raise ValueError(f"{env.name} has no valid_action_mask: mask_invalid is unavailable")
+    if mesh is not None:
+        size = mesh.shape[BATCH_AXIS]
+        if config.num_episodes % size or config.eval_episodes % size:
+            raise ValueError(f"num_episodes and eval_episodes must divide by {size} devices")
+    horizon = horizon_of(config, env)
+    model = ActorCritic(
+        num_actions=env.action_space(env.default_params).n,
+        hidden=config.hidden,
+        critic=config.algo == "ppo",
+    )
+    rollout = Rollout(
+        env=env,
+        env_params=env.default_params,
+        model=model,
+        horizon=horizon,
+        mask_invalid=config.mask_invalid,
+        code_bits=config.code_bits,
+        constrain=batch_constraint(mesh),
+    )
+    return Trainer(config, env, rollout, model, make_optimizer(config), horizon)

@@ -1,0 +1,109 @@
+"""The trainer end to end: every algorithm updates, exact resume, the CLI, learning."""
+
+import io
+import json
+from contextlib import redirect_stdout
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gemjax import cli
+from gemjax.train import ALGOS, make_train
+from gemjax.train.host import run
+
+
+def leaves_equal(a, b) -> bool:
+    return all(
+        bool(jnp.array_equal(x, y))
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    )
+
+
+def timeless(rows: list[dict]) -> list[dict]:
+    """JSONL rows without their timing fields."""
+    return [{k: v for k, v in r.items() if k not in ("wall_s", "steps_per_second")} for r in rows]
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_every_algorithm_changes_the_policy_with_finite_losses(tiny, algo):
+    config = tiny(algo=algo, clip_eps=0.2 if algo == "ppo" else None, num_minibatches=2)
+    trainer = make_train(config)
+    state = trainer.init(jax.random.key(0))
+    new_state, metrics = jax.jit(trainer.update)(state)
+    assert int(new_state.update) == 1
+    assert not leaves_equal(new_state.params["params"]["actor"], state.params["params"]["actor"])
+    assert np.isfinite(float(metrics.loss)) and np.isfinite(float(metrics.entropy))
+    assert 0.0 <= float(metrics.episodes.success) <= 1.0
+    assert 1.0 <= float(metrics.episodes.mean_turns) <= 4.0
+    if algo == "ppo":
+        assert float(metrics.value_loss) > 0.0
+        assert "critic" in new_state.params["params"]
+    else:
+        assert "critic" not in new_state.params["params"]
+
+
+def test_grpo_groups_share_their_initial_state(tiny):
+    trainer = make_train(tiny(algo="grpo", group_size=4))
+    keys = trainer._reset_keys(jax.random.key(3))
+    targets = jax.vmap(trainer.env.reset, in_axes=(0, None))(keys, trainer.rollout.env_params)[
+        0
+    ].target.reshape(4, 4)
+    assert bool(jnp.all(targets == targets[:, :1]))
+    assert len(set(np.asarray(targets[:, 0]).tolist())) > 1
+
+
+def test_resume_equals_training_straight(tiny, tmp_path):
+    half, full = tiny(num_updates=2), tiny(num_updates=4)
+    first = run(half, tmp_path / "resumed", seed=1, progress=False)
+    assert int(first.state.update) == 2
+    resumed = run(full, tmp_path / "resumed", seed=1, progress=False)
+    straight = run(full, tmp_path / "straight", seed=1, progress=False)
+    assert int(resumed.state.update) == int(straight.state.update) == 4
+    assert leaves_equal(resumed.state.params, straight.state.params)
+    assert leaves_equal(resumed.state.opt_state, straight.state.opt_state)
+    assert leaves_equal(
+        jax.random.key_data(resumed.state.key), jax.random.key_data(straight.state.key)
+    )
+    assert timeless(resumed.records) == timeless(straight.records)
+    assert [r["update"] for r in resumed.records] == [2, 4]
+
+
+def test_cli_train_writes_metrics_plot_and_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    argv = ["train", "--env", "game:GuessTheNumber-v0-easy", "--out", str(out)]
+    argv += ["--updates", "4", "--episodes", "16", "--transitions", "32", "--hidden", "16"]
+    argv += ["--eval-every", "2", "--eval-episodes", "16", "--no-progress", "--seed", "1"]
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        assert cli.main(argv) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows] == [2, 4]
+    for row in rows:
+        assert 0.0 <= row["success"] <= 1.0
+        assert 1.0 <= row["mean_turns"] <= 4.0
+        assert row["steps_per_second"] > 0
+    assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "checkpoints" / "4").is_dir()
+    assert json.loads((out / "config.json").read_text())["num_updates"] == 4
+    assert "greedy success" in printed.getvalue()
+
+
+@pytest.mark.slow
+def test_rebn_improves_on_easy_guess_the_number_for_two_seeds_at_once(tiny):
+    config = tiny(
+        num_updates=300,
+        eval_every=100,
+        num_episodes=64,
+        num_transitions=128,
+        hidden=(64, 64),
+        eval_episodes=64,
+        learning_rate=3e-3,
+    )
+    trainer = make_train(config)
+    _, metrics = jax.jit(jax.vmap(trainer.train))(jax.random.split(jax.random.key(0), 2))
+    success = metrics.eval.success
+    assert success.shape == (2, 3)
+    assert bool(jnp.all(success[:, -1] >= success[:, 0] + 0.15)), success
+    assert float(success[0, -1]) != float(success[1, -1])
