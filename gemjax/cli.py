@@ -173,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.set_defaults(run=cmd_play)
     bench = commands.add_parser("bench", help="kernel throughput of batched random rollouts")
     bench.add_argument("--env", action="append", help="env id (repeatable; default: all)")
-    bench.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 1024, 4096])
+    bench.add_argument("--batch-sizes", type=int, nargs="+", default=[4096])
     bench.add_argument("--steps", type=int, default=200, help="scan steps per rollout")
     bench.add_argument("--json", help="also write the rows to this JSON file")
     bench.set_defaults(run=cmd_bench)
