@@ -8,5 +8,6 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e .
+rm -rf runs/demo
 .venv/bin/gemjax train --out runs/demo --no-progress
 .venv/bin/gemjax bench "$@"
