@@ -109,9 +109,9 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train a policy on a game; write metrics, a plot and checkpoints to ``--out``."""
-    if args.distributed:
-        import jax
+    import jax
 
+    if args.distributed:
         jax.distributed.initialize()
     from gemjax.train.host import device_mesh, run
 
@@ -124,6 +124,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         checkpoint_every=args.checkpoint_every,
         progress=not args.no_progress,
     )
+    from gemjax.train import greedy_transcript, make_train
+
+    print("A greedy episode of the trained policy:\n")
+    print(greedy_transcript(make_train(config), result.state.params, jax.random.key(args.seed)))
+    print()
     last = result.records[-1]
     sps = f"{result.steps_per_second:,.0f}" if result.steps_per_second else "n/a"
     print(

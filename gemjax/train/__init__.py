@@ -6,6 +6,7 @@ updates plus a greedy evaluation (the host loop of ``gemjax train``).
 """
 
 from gemjax.train.config import ALGOS, Algo, TrainConfig
+from gemjax.train.play import greedy_transcript
 from gemjax.train.trainer import ChunkMetrics, Trainer, TrainState, UpdateMetrics, make_train
 
 __all__ = [
@@ -16,5 +17,6 @@ __all__ = [
     "TrainState",
     "Trainer",
     "UpdateMetrics",
+    "greedy_transcript",
     "make_train",
 ]

@@ -123,7 +123,7 @@ class Rollout:
         state, ts = step(keys, state, actions, self.env_params)
         return self.constrain(state), ts
 
-    def _policy(self, params: Any, state: Any, observation: Any):
+    def policy(self, params: Any, state: Any, observation: Any):
         """Features float32[B, F], action mask bool[B, A], logits float32[B, A]
         (masked when masking) and values float32[B]."""
         spec = self.env.observation_spec(self.env_params)
@@ -144,7 +144,7 @@ class Rollout:
         def turn(carry, turn_key):
             state, observation, running = carry
             action_key, step_key = jax.random.split(turn_key)
-            features, action_mask, logits, values = self._policy(params, state, observation)
+            features, action_mask, logits, values = self.policy(params, state, observation)
             actions = jax.random.categorical(action_key, logits).astype(jnp.int32)
             log_probs = jnp.take_along_axis(jax.nn.log_softmax(logits), actions[:, None], axis=-1)[
                 :, 0
@@ -167,7 +167,7 @@ class Rollout:
         (state, observation, running), traj = jax.lax.scan(
             turn, (state, ts.observation, running), keys
         )
-        _, _, _, last_values = self._policy(params, state, observation)
+        _, _, _, last_values = self.policy(params, state, observation)
         return traj.replace(bootstrap=jnp.where(running, last_values, 0.0))
 
     def evaluate(self, params: Any, reset_keys: jax.Array, key: jax.Array) -> EpisodeMetrics:
@@ -190,7 +190,7 @@ class Rollout:
 
         def body(carry):
             state, observation, running, won, turns, t = carry
-            _, _, logits, _ = self._policy(params, state, observation)
+            _, _, logits, _ = self.policy(params, state, observation)
             actions = jnp.argmax(logits, axis=-1).astype(jnp.int32)
             state, ts = self._step(jax.random.fold_in(key, t), state, actions)
             won = won | (running & ts.info["success"])
