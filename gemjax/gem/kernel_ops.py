@@ -79,18 +79,20 @@ class HostViews:
             }
         )
 
+    def outcome(self, lane: int) -> tuple[float, bool, bool]:
+        """The lane's reward (as GEM's Python float), terminated and truncated."""
+        row = self._rows[lane]
+        return (
+            python_reward(self.reward[lane]),
+            row[self._terminated] != 0,
+            row[self._truncated] != 0,
+        )
+
     def step_result(
         self, lane: int, echoes: Mapping[str, str]
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """GEM's ``step`` 5-tuple for the lane."""
-        row = self._rows[lane]
-        return (
-            self.observation(lane, echoes),
-            python_reward(self.reward[lane]),
-            row[self._terminated] != 0,
-            row[self._truncated] != 0,
-            {"suffix": self.suffix(lane)},
-        )
+        return (self.observation(lane, echoes), *self.outcome(lane), {"suffix": self.suffix(lane)})
 
     def reset_result(self, lane: int) -> tuple[str, dict[str, Any]]:
         """GEM's ``reset`` pair for the lane (info ``{}`` for games whose GEM reset

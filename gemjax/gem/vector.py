@@ -228,6 +228,7 @@ class VectorEnv:
             LaneEnv(self, group, slot, env_id)
             for (group, slot), env_id in zip(self._lanes, self.env_ids, strict=True)
         ]
+        self._bare = not wrappers
         self.envs: list[Any] = []
         for lane in self.lane_envs:
             env: Any = lane
@@ -315,23 +316,15 @@ class VectorEnv:
                 raise IndexError(f"env index {i} out of range for {self.num_envs} envs")
         same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
         plans = self._plan_step(active, same_step)
-
-        def play(i: int) -> tuple[str, float, bool, bool, dict[str, Any]]:
-            env = self.envs[i]
-            if not same_step and self._autoreset_envs[i]:
-                obs, info = env.reset()
-                return obs, 0.0, False, False, info
-            obs, reward, terminated, truncated, info = env.step(active[i])
-            if same_step and (terminated or truncated):
-                obs, info = env.reset()
-            return obs, reward, terminated, truncated, info
-
-        results = self._run(plans, play)
-        for i, (_, reward, terminated, truncated, _) in results.items():
-            self._rewards[i] = reward
-            self._terminations[i], self._truncations[i] = terminated, truncated
-        self._autoreset_envs = self._terminations | self._truncations
+        if self._bare:  # no wrappers: the planned results are the results
+            results = {i: self._planned_result(plan, same_step) for i, plan in plans.items()}
+        else:
+            results = self._run(plans, lambda i: self._play(i, active[i], same_step))
         order = list(active)
+        self._rewards[order] = [results[i][1] for i in order]
+        self._terminations[order] = [results[i][2] for i in order]
+        self._truncations[order] = [results[i][3] for i in order]
+        self._autoreset_envs = self._terminations | self._truncations
         return (
             [results[i][0] for i in order],
             self._rewards[order],
@@ -339,6 +332,29 @@ class VectorEnv:
             self._truncations[order],
             [results[i][4] for i in order],
         )
+
+    def _play(self, i: int, action: str, same_step: bool) -> tuple[str, float, bool, bool, dict]:
+        """GEM's per-env step of the vector env, through lane ``i``'s wrappers."""
+        env = self.envs[i]
+        if not same_step and self._autoreset_envs[i]:
+            obs, info = env.reset()
+            return obs, 0.0, False, False, info
+        obs, reward, terminated, truncated, info = env.step(action)
+        if same_step and (terminated or truncated):
+            obs, info = env.reset()
+        return obs, reward, terminated, truncated, info
+
+    @staticmethod
+    def _planned_result(plan: _Plan, same_step: bool) -> tuple[str, float, bool, bool, dict]:
+        """What :meth:`_play` returns for a lane without wrappers, straight from the plan."""
+        views, slot = plan.views, plan.slot
+        assert views is not None and plan.fresh is not None and plan.parsed is not None
+        if plan.expected == "stepped":
+            return views.step_result(slot, plan.parsed.echoes)
+        obs, info = plan.fresh.reset_result(slot)
+        if not same_step:
+            return obs, 0.0, False, False, info
+        return (obs, *views.outcome(slot), info)
 
     def _plan_step(self, active: Mapping[int, str], same_step: bool) -> dict[int, _Plan]:
         """One batched kernel call per group; the per-lane plans it produces."""
