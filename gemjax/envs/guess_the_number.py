@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from gemjax import bitset
 from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
 from gemjax.spaces import Discrete
 from gemjax.tokenizer_bridge.grammar import BoxedInt
@@ -106,7 +107,8 @@ class GuessTheNumberState:
         target: the hidden number.
         example: the number shown in the instructions' example action.
         turn: turns taken so far (GEM's ``turn_count``; it keeps counting after the end).
-        guessed: bool[capacity], numbers guessed validly (in range, first time).
+        guessed_bits: uint32[ceil(capacity / 32)], the set of numbers guessed validly
+            (in range, first time) as a bitset; :attr:`guessed` unpacks it.
     """
 
     min_number: jax.Array
@@ -115,7 +117,12 @@ class GuessTheNumberState:
     target: jax.Array
     example: jax.Array
     turn: jax.Array
-    guessed: jax.Array
+    guessed_bits: jax.Array
+
+    @property
+    def guessed(self) -> jax.Array:
+        """bool[..., 32 * words]: number ``n`` was guessed validly."""
+        return bitset.to_mask(self.guessed_bits, self.guessed_bits.shape[-1] * bitset.WORD_BITS)
 
 
 def ceil_sqrt(n: jax.Array) -> jax.Array:
@@ -217,7 +224,7 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
             target=lo + (words[0] % size).astype(jnp.int32),
             example=lo + (words[1] % size).astype(jnp.int32),
             turn=jnp.int32(0),
-            guessed=jnp.zeros((self.capacity,), jnp.bool_),
+            guessed_bits=bitset.empty(self.capacity),
         )
         ts = TimeStep(
             observation=self._observation(state),
@@ -241,9 +248,7 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
         turn = state.turn + 1
         format_error = guess <= 0
         in_range = (guess >= state.min_number) & (guess <= state.max_number)
-        # One-hot instead of gather/scatter: XLA's CPU scatter costs microseconds a lane.
-        is_guess = jnp.arange(self.capacity, dtype=jnp.int32) == guess
-        duplicate = in_range & jnp.any(state.guessed & is_guess)
+        duplicate = in_range & bitset.contains(state.guessed_bits, guess)
         valid = ~format_error & in_range & ~duplicate
         correct = valid & (guess == state.target)
         out_of_turns = turn >= state.max_turns
@@ -272,7 +277,9 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
         terminated = format_error | correct | out_of_turns
         truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~correct)
 
-        new_state = state.replace(turn=turn, guessed=state.guessed | (is_guess & valid))
+        new_state = state.replace(
+            turn=turn, guessed_bits=bitset.insert(state.guessed_bits, guess, valid)
+        )
         ts = TimeStep(
             observation=self._observation(new_state),
             reward=reward,
@@ -296,7 +303,7 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
         used by ``gemjax.train``'s masking ablation)."""
         numbers = jnp.arange(self.capacity, dtype=jnp.int32)
         in_range = (numbers >= state.min_number) & (numbers <= state.max_number)
-        return in_range & ~state.guessed
+        return in_range & ~bitset.to_mask(state.guessed_bits, self.capacity)
 
     def instructions_event(self, state: GuessTheNumberState) -> Event:
         return MESSAGES.event(
@@ -318,7 +325,9 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
             HINT_CORRECT,
         )
         return {
-            "hints": jnp.where(state.guessed, hint, HINT_NONE).astype(jnp.int8),
+            "hints": jnp.where(
+                bitset.to_mask(state.guessed_bits, self.capacity), hint, HINT_NONE
+            ).astype(jnp.int8),
             "turn": state.turn,
             "min_number": state.min_number,
             "max_number": state.max_number,
@@ -341,10 +350,7 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
     def state_from_gem(self, gem_env: Any) -> GuessTheNumberState:
         """The kernel state equal to a live GEM env's (the instructions' example,
         which GEM does not keep, is set to ``min_number``)."""
-        guessed = jnp.zeros((self.capacity,), jnp.bool_)
         previous = [g for g in gem_env.previous_guesses if 0 <= g < self.capacity]
-        if previous:
-            guessed = guessed.at[jnp.asarray(previous)].set(True)
         return GuessTheNumberState(
             min_number=jnp.int32(gem_env.min_number),
             max_number=jnp.int32(gem_env.max_number),
@@ -352,5 +358,5 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
             target=jnp.int32(gem_env.game_number),
             example=jnp.int32(gem_env.min_number),
             turn=jnp.int32(gem_env.turn_count),
-            guessed=guessed,
+            guessed_bits=jnp.asarray(bitset.from_indices(previous, self.capacity)),
         )

@@ -13,6 +13,7 @@ import pytest
 from gem.envs.game_env.guess_the_number import GuessTheNumberEnv
 
 import gemjax
+from gemjax import bitset
 from gemjax.envs.guess_the_number import (
     MESSAGES,
     GuessTheNumber,
@@ -83,8 +84,6 @@ def random_actions(rng: np.random.Generator, capacity: int, shape) -> np.ndarray
 def build_state(
     env: GuessTheNumber, lo, hi, turns, target, turn, guessed=(), example=None
 ) -> GuessTheNumberState:
-    marks = np.zeros(env.capacity, bool)
-    marks[list(guessed)] = True
     return GuessTheNumberState(
         min_number=jnp.int32(lo),
         max_number=jnp.int32(hi),
@@ -92,15 +91,13 @@ def build_state(
         target=jnp.int32(target),
         example=jnp.int32(lo if example is None else example),
         turn=jnp.int32(turn),
-        guessed=jnp.asarray(marks),
+        guessed_bits=jnp.asarray(bitset.from_indices(guessed, env.capacity)),
     )
 
 
 def build_states(env: GuessTheNumber, rows) -> GuessTheNumberState:
     """A batch of states, one per ``(lo, hi, turns, target, turn, guessed)`` row."""
-    marks = np.zeros((len(rows), env.capacity), bool)
-    for i, row in enumerate(rows):
-        marks[i, list(row[5])] = True
+    bits = np.stack([bitset.from_indices(row[5], env.capacity) for row in rows])
     column = lambda j: jnp.asarray(np.asarray([row[j] for row in rows], np.int32))  # noqa: E731
     return GuessTheNumberState(
         min_number=column(0),
@@ -109,7 +106,7 @@ def build_states(env: GuessTheNumber, rows) -> GuessTheNumberState:
         target=column(3),
         example=column(0),
         turn=column(4),
-        guessed=jnp.asarray(marks),
+        guessed_bits=jnp.asarray(bits),
     )
 
 
