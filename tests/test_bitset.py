@@ -1,0 +1,42 @@
+"""gemjax.bitset: per-lane sets of small integers in uint32 words."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gemjax import bitset
+
+SIZE = 70  # three words, the last one partly used
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sets(st.integers(0, SIZE - 1)), st.integers(-5, SIZE + 40))
+def test_contains_insert_and_mask_agree_with_a_python_set(members, probe):
+    bits = jnp.asarray(bitset.from_indices(members, SIZE))
+    assert bool(bitset.contains(bits, probe)) == (probe in members)
+    mask = np.asarray(bitset.to_mask(bits, SIZE))
+    assert set(np.flatnonzero(mask).tolist()) == members
+    added = bitset.insert(bits, probe, True)
+    expected = members | ({probe} if 0 <= probe < bitset.num_words(SIZE) * 32 else set())
+    assert set(np.flatnonzero(np.asarray(bitset.to_mask(added, 96))).tolist()) == expected
+    unchanged = bitset.insert(bits, probe, False)
+    np.testing.assert_array_equal(np.asarray(unchanged), np.asarray(bits))
+
+
+def test_vmapped_inserts_are_per_lane():
+    bits = jnp.stack([bitset.empty(SIZE)] * 3)
+    bits = jax.jit(jax.vmap(bitset.insert))(
+        bits, jnp.asarray([0, 33, 69]), jnp.asarray([True, True, False])
+    )
+    mask = np.asarray(bitset.to_mask(bits, SIZE))
+    assert [set(np.flatnonzero(row).tolist()) for row in mask] == [{0}, {33}, set()]
+
+
+def test_sizes_and_bad_indices():
+    assert bitset.num_words(1) == 1 and bitset.num_words(32) == 1 and bitset.num_words(33) == 2
+    assert bitset.empty(61).shape == (2,) and bitset.empty(61).dtype == jnp.uint32
+    with pytest.raises(ValueError, match="outside"):
+        bitset.from_indices([SIZE], SIZE)
