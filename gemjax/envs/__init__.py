@@ -1,10 +1,13 @@
 """The games, registered under GEM's ids."""
 
 from gemjax.envs.guess_the_number import GuessTheNumber
+from gemjax.envs.hangman import Hangman
 from gemjax.envs.mastermind import Mastermind
+from gemjax.envs.minesweeper import Minesweeper
+from gemjax.envs.wordle import Wordle
 from gemjax.registry import register
 
-GAMES = (GuessTheNumber, Mastermind)
+GAMES = (GuessTheNumber, Mastermind, Minesweeper, Wordle, Hangman)
 
 register("game:GuessTheNumber-v0-hard", GuessTheNumber, min_number=1, max_number=50, max_turns=7)
 register("game:GuessTheNumber-v0-easy", GuessTheNumber, min_number=1, max_number=10, max_turns=4)
@@ -49,4 +52,23 @@ register(
     duplicate_numbers=False,
 )
 
-__all__ = ["GAMES", "GuessTheNumber", "Mastermind"]
+register("game:Minesweeper-v0-easy", Minesweeper, rows=5, cols=5, num_mines=5, max_turns=25)
+register("game:Minesweeper-v0-hard", Minesweeper, rows=8, cols=8, num_mines=12, max_turns=64)
+register(
+    "game:Minesweeper-v0-random",
+    Minesweeper,
+    rows=None,
+    cols=None,
+    num_mines=None,
+    max_turns=None,
+)
+
+register("game:Wordle-v0-hard", Wordle, word_length=5, only_real_words=True, max_turns=25)
+register("game:Wordle-v0-easy", Wordle, word_length=3, only_real_words=True, max_turns=15)
+register("game:Wordle-v0-random", Wordle, word_length=None, only_real_words=True, max_turns=None)
+
+register("game:Hangman-v0-random", Hangman, word_length=None, hardcore=False, max_turns=None)
+register("game:Hangman-v0-easy", Hangman, word_length=3, hardcore=False, max_turns=10)
+register("game:Hangman-v0-hard", Hangman, word_length=7, hardcore=False, max_turns=20)
+
+__all__ = ["GAMES", "GuessTheNumber", "Hangman", "Mastermind", "Minesweeper", "Wordle"]

@@ -91,7 +91,13 @@ class TextEnv:
     def get_task_suffix(self) -> str:
         """The current suffix (GEM's ``get_task_suffix``)."""
         values = jax.device_get(dict(self.kernel.suffix_values(self.state)))
-        return self.kernel.suffix.render({name: int(v) for name, v in values.items()})
+        # Scalars as ints, arrays as flat row-major lists (as the host views give them).
+        return self.kernel.suffix.render(
+            {
+                name: np.asarray(v).reshape(-1).tolist() if np.ndim(v) else int(v)
+                for name, v in values.items()
+            }
+        )
 
     def __repr__(self) -> str:
         return f"TextEnv({self.env_id or self.kernel!r})"

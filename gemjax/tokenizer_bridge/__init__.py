@@ -4,17 +4,38 @@
 the host parsers with GEM's exact regex semantics.
 """
 
-from gemjax.tokenizer_bridge.grammar import BoxedInt, BoxedIntList, Grammar, ParsedAction
-from gemjax.tokenizer_bridge.templates import Choice, Int, IntList, MessageTable, Template
+from gemjax.tokenizer_bridge.grammar import (
+    BoxedCommand,
+    BoxedInt,
+    BoxedIntList,
+    BoxedLetters,
+    Grammar,
+    ParsedAction,
+)
+from gemjax.tokenizer_bridge.templates import (
+    Board,
+    Choice,
+    Echo,
+    Int,
+    IntList,
+    MessageTable,
+    SymbolList,
+    Template,
+)
 
 __all__ = [
+    "Board",
+    "BoxedCommand",
     "BoxedInt",
     "BoxedIntList",
+    "BoxedLetters",
     "Choice",
+    "Echo",
     "Grammar",
     "Int",
     "IntList",
     "MessageTable",
     "ParsedAction",
+    "SymbolList",
     "Template",
 ]

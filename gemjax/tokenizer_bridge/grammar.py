@@ -163,3 +163,154 @@ class BoxedIntList(Grammar):
         entries = [str(int(v)) for v in action[1 : 1 + min(count, self.size)]]
         entries += ["0"] * (count - self.size)
         return "\\boxed{" + " ".join(entries) + "}"
+
+
+class BoxedCommand(Grammar):
+    """``\\boxed{([a-zA-Z]+)\\s(\\d+)\\s(\\d+)...}``: an ASCII command word and
+    ``len(int_slots)`` non-negative integers, each after **exactly one** whitespace
+    character (Minesweeper's ``\\boxed{reveal 3 2}``). GEM lower-cases the word with
+    ``str.lower()`` (so ``REVEAL`` is ``reveal``) and reads the numbers with ``int()``.
+
+    The kernel action is int32[1 + len(int_slots)]: ``[command, n_0, n_1, ...]`` where
+    ``command`` is ``1 + i`` for ``commands[i]``, ``len(commands) + 1`` for any other
+    word, and ``0`` for a format error (no match, or a number ``int()`` refuses,
+    which GEM's ``except`` turns into a format error); numbers are clamped to
+    ``2**31 - 1``.
+
+    Echoes: ``word_slot`` is the lower-cased word, each of ``int_slots`` its number
+    as ``int()`` read it (normalised ASCII digits).
+    """
+
+    def __init__(
+        self, commands: tuple[str, ...], word_slot: str, int_slots: tuple[str, ...]
+    ) -> None:
+        if not commands or not int_slots:
+            raise ValueError("BoxedCommand needs at least one command and one number")
+        if any(not (c.isascii() and c.isalpha() and c.islower()) for c in commands):
+            raise ValueError(f"commands must be lower-case ASCII words, got {commands}")
+        self.commands = tuple(commands)
+        self.word_slot = word_slot
+        self.int_slots = tuple(int_slots)
+        self.pattern = re.compile(r"\\boxed{([a-zA-Z]+)" + r"\s(\d+)" * len(int_slots) + "}")
+
+    @property
+    def unknown(self) -> int:
+        """The command code of a word that is none of :attr:`commands`."""
+        return len(self.commands) + 1
+
+    def format_error(self) -> np.ndarray:
+        """The kernel action of a format error (all zeros)."""
+        return np.zeros(1 + len(self.int_slots), np.int32)
+
+    def parse(self, text: str) -> ParsedAction:
+        groups = self.last_groups(text)
+        if groups is None:
+            return ParsedAction(self.format_error(), False, {})
+        word = groups[0].lower()
+        numbers = [normalise_digits(g) for g in groups[1:]]
+        if any(n is None for n in numbers):
+            return ParsedAction(self.format_error(), False, {})
+        code = self.commands.index(word) + 1 if word in self.commands else self.unknown
+        action = np.asarray([code, *(clamp_decimal(n) for n in numbers)], np.int32)  # type: ignore[arg-type]
+        echoes = {self.word_slot: word, **dict(zip(self.int_slots, numbers, strict=True))}
+        return ParsedAction(action, True, echoes)  # type: ignore[arg-type]
+
+    def render(self, action: np.ndarray) -> str:
+        """``\\boxed{word n_0 n_1 ...}``; an unknown command is written ``unknown`` and
+        a format-error code gives ``\\boxed{}``; negative numbers are written as 0."""
+        action = np.asarray(action)
+        code = int(action[0])
+        if code <= 0:
+            return "\\boxed{}"
+        word = self.commands[code - 1] if code <= len(self.commands) else "unknown"
+        numbers = " ".join(str(max(int(v), 0)) for v in action[1:])
+        return "\\boxed{" + word + " " + numbers + "}"
+
+
+class BoxedLetters(Grammar):
+    """A word in a box, read with a game's own letter regex (Wordle, Hangman).
+
+    GEM takes the last match of ``pattern``, upper-cases its first group with
+    ``str.upper()`` and removes every ``" "`` (only the ASCII space: a tab or a
+    no-break space between letter groups stays part of the guess). ``alphabet`` lists
+    every character that can remain, so each gets a code: ``1 + alphabet.index(ch)``.
+    The flags matter: ``[a-zA-Z]`` with ``re.IGNORECASE`` also matches ``ı``, ``ſ``
+    (upper-cased to ``I``, ``S``), ``İ`` and the Kelvin sign ``K`` (which stay
+    themselves), and ``\\s`` matches Unicode whitespace. The alphabet helpers
+    :data:`WHITESPACE_BUT_SPACE` and :data:`IGNORECASE_EXTRA_LETTERS` hold those
+    sets (tests check them against the whole of Unicode).
+
+    The kernel action is int32[size + 1]: ``[count, c_0, ..., c_{size-1}]`` where
+    ``count`` is the number of characters clamped to ``size + 1`` (longer guesses can
+    only be of a wrong length), then the codes of the first ``size`` characters and
+    zeros. ``count == 0`` is a format error (no match, or nothing left after removing
+    spaces).
+
+    Echoes: ``slot`` is the guess as GEM prints it (every character) and
+    ``count_slot`` its exact length.
+    """
+
+    def __init__(
+        self,
+        pattern: str,
+        alphabet: str,
+        size: int,
+        slot: str,
+        count_slot: str,
+        flags: int = 0,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"BoxedLetters needs size >= 1, got {size}")
+        if len(set(alphabet)) != len(alphabet):
+            raise ValueError("the alphabet has repeated characters")
+        self.pattern = re.compile(pattern, flags)
+        if self.pattern.groups != 1:
+            raise ValueError(f"pattern {pattern!r} must have exactly one group")
+        self.alphabet = alphabet
+        self.size = size
+        self.slot = slot
+        self.count_slot = count_slot
+        self._codes = {ch: i + 1 for i, ch in enumerate(alphabet)}
+
+    def format_error(self) -> np.ndarray:
+        """The kernel action of a format error (all zeros)."""
+        return np.zeros(self.size + 1, np.int32)
+
+    def parse(self, text: str) -> ParsedAction:
+        group = self.last_groups(text)
+        guess = group.upper().replace(" ", "") if group is not None else ""
+        codes = [self._codes.get(ch) for ch in guess]
+        if not guess or None in codes:
+            # No match; or a character outside the alphabet, which the alphabet's
+            # construction rules out (kept total rather than raising).
+            return ParsedAction(self.format_error(), False, {})
+        action = np.zeros(self.size + 1, np.int32)
+        action[0] = min(len(codes), self.size + 1)
+        head = codes[: self.size]
+        action[1 : 1 + len(head)] = head
+        return ParsedAction(action, True, {self.slot: guess, self.count_slot: str(len(guess))})
+
+    def render(self, action: np.ndarray) -> str:
+        """``\\boxed{...}`` with the action's characters; a count of ``size + 1`` adds
+        an ``A`` (so the text parses back to the same action); a count <= 0 gives
+        ``\\boxed{}``. Codes outside the alphabet are written ``A``."""
+        action = np.asarray(action)
+        count = min(int(action[0]), self.size + 1)
+        letters = [
+            self.alphabet[int(c) - 1] if 1 <= int(c) <= len(self.alphabet) else "A"
+            for c in action[1 : 1 + min(count, self.size)]
+        ]
+        letters += ["A"] * (count - self.size)
+        return "\\boxed{" + "".join(letters) + "}"
+
+
+# Characters ``\s`` matches in a ``str`` pattern, the ASCII space excepted (GEM removes
+# only ``" "`` from a Wordle guess; these stay in it).
+WHITESPACE_BUT_SPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+# What ``[a-zA-Z]`` with ``re.IGNORECASE`` matches beyond ASCII letters, upper-cased
+# and not ASCII: ``İ`` (U+0130) and the Kelvin sign (U+212A). (``ı`` and ``ſ`` also
+# match but upper-case to ``I`` and ``S``.)
+IGNORECASE_EXTRA_LETTERS = "\u0130\u212a"

@@ -18,6 +18,15 @@ Slot kinds:
   (``[1, 2, 3]``) or with other brackets and separator (``1 2 3``); ``n`` is the
   value of another (``Int``) slot. The slot occupies ``size`` consecutive event
   args. With ``echo=True`` the whole text may come from what the player typed.
+* :class:`SymbolList`: an ``IntList`` whose values are codes printed through a fixed
+  tuple of strings: a word from letter codes (``APPLE``), Wordle's feedback
+  (``['G', 'X', 'Y']``), a row of cells. With ``echo=True`` the text may be the
+  player's own.
+* :class:`Board`: a grid of cells, each printed as one of a fixed tuple of strings,
+  with optional column header and row labels; the printed ``rows x cols`` corner is
+  read from other (``Int``) slots, so padded boards print their active part.
+* :class:`Echo`: text only the player supplies (Minesweeper's unknown command
+  word), taken from the parser's echoes; a fixed fallback without one.
 """
 
 from __future__ import annotations
@@ -112,13 +121,127 @@ class IntList:
         return self.format_values(values, length)
 
 
-Slot = Int | Choice | IntList
+@dataclass(frozen=True)
+class SymbolList(IntList):
+    """An :class:`IntList` whose values are codes, each printed as ``symbols[code]``.
+
+    ``SymbolList("guess", 5, length="letters", symbols=("",) + tuple(ascii_uppercase),
+    brackets=("", ""), separator="")`` prints the letter codes ``[1, 16, 16]`` as
+    ``APP``; ``symbols=("'X'", "'Y'", "'G'")`` with the default brackets and separator
+    prints a Python list of strings (``['X', 'Y', 'G']``). Codes outside ``symbols``
+    are clamped to its ends. Everything else is as in :class:`IntList`.
+
+    Attributes:
+        symbols: the text of each code (index = code).
+    """
+
+    symbols: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.symbols:
+            raise ValueError(f"symbol list slot {self.name!r} needs at least one symbol")
+
+    def format_values(self, values: Sequence[int], length: int) -> str:
+        """The text of the first ``length`` of ``values`` (no echo)."""
+        count = min(max(int(length), 0), self.size)
+        top = len(self.symbols) - 1
+        return (
+            self.brackets[0]
+            + self.separator.join([self.symbols[min(max(int(v), 0), top)] for v in values[:count]])
+            + self.brackets[1]
+        )
+
+
+@dataclass(frozen=True)
+class Echo:
+    """Text only the player's response supplies (an unknown command word).
+
+    The parser's echo of ``name`` is printed; rendering without one (a kernel action
+    that carries no text) prints ``fallback``. The slot takes one (unused) event arg.
+    """
+
+    name: str
+    fallback: str = ""
+
+    def render(self, echoes: Mapping[str, str]) -> str:
+        """The echoed text, or the fallback."""
+        return echoes.get(self.name, self.fallback)
+
+
+@dataclass(frozen=True)
+class Board:
+    """A grid of ``shape`` cells (row-major values), each printed as ``cells[value]``.
+
+    Only the top-left ``rows x cols`` corner is printed; ``rows``/``cols`` name the
+    ``Int`` slots holding those counts (None: the full shape). The text is an
+    optional header line ``header[0] + header[2].join(header[1].format(c) for each
+    printed column c) + header[3]``, then per printed row ``row_label.format(r)``,
+    its cells joined by ``separator``, and ``row_end``. GEM's Minesweeper board:
+    ``header=("   ", "{:>2}", " ", "\\n"), row_label="{:2} "``. The slot occupies
+    ``shape[0] * shape[1]`` consecutive event args.
+    """
+
+    name: str
+    shape: tuple[int, int]
+    cells: tuple[str, ...]
+    rows: str | None = None
+    cols: str | None = None
+    header: tuple[str, str, str, str] | None = None
+    row_label: str = ""
+    separator: str = ""
+    row_end: str = "\n"
+
+    def __post_init__(self) -> None:
+        if len(self.shape) != 2 or min(self.shape) < 1:
+            raise ValueError(f"board slot {self.name!r} needs a 2-d shape, got {self.shape}")
+        for other in (self.rows, self.cols):
+            if other is not None and (not other.isidentifier() or other == self.name):
+                raise ValueError(f"board slot {self.name!r} has a bad size slot {other!r}")
+
+    @property
+    def size(self) -> int:
+        """Number of values (event args) the slot holds."""
+        return self.shape[0] * self.shape[1]
+
+    def format_values(
+        self, values: Sequence[int], rows: int | None = None, cols: int | None = None
+    ) -> str:
+        """The text of the grid ``values`` (row-major, ``size`` ints)."""
+        height, width = self.shape
+        rows = height if rows is None else min(max(int(rows), 0), height)
+        cols = width if cols is None else min(max(int(cols), 0), width)
+        lines = []
+        if self.header is not None:
+            prefix, label, separator, end = self.header
+            lines.append(prefix + separator.join([label.format(c) for c in range(cols)]) + end)
+        for r in range(rows):
+            row = values[r * width : r * width + cols]
+            lines.append(
+                self.row_label.format(r)
+                + self.separator.join([self.cells[int(v)] for v in row])
+                + self.row_end
+            )
+        return "".join(lines)
+
+    def render(self, values: Sequence[int], rows: int | None, cols: int | None) -> str:
+        """Text of this slot."""
+        return self.format_values(values, rows, cols)
+
+
+Slot = Int | Choice | IntList | Echo | Board
 
 
 def _slot_text(slot: Slot, values: Mapping[str, object], echoes: Mapping[str, str]) -> str:
     """Text of ``slot`` given every slot's value by name (a list slot reads its length)."""
     if isinstance(slot, IntList):
         return slot.render(values[slot.name], values[slot.length], echoes)  # type: ignore[arg-type]
+    if isinstance(slot, Echo):
+        return slot.render(echoes)
+    if isinstance(slot, Board):
+        rows = values[slot.rows] if slot.rows is not None else None
+        cols = values[slot.cols] if slot.cols is not None else None
+        return slot.render(values[slot.name], rows, cols)  # type: ignore[arg-type]
     return slot.render(values[slot.name], echoes)  # type: ignore[arg-type]
 
 
@@ -212,8 +335,9 @@ class MessageTable:
     The event ``kind`` of a message is its position here. The event ``args`` vector
     is one flat int32 vector with the same layout for every event of a game: each
     distinct slot name over the whole table, in order of first appearance, takes one
-    arg (``Int``, ``Choice``) or ``size`` consecutive args (``IntList``). A list
-    slot's length slot is an ``Int`` arg even when no template prints it.
+    arg (``Int``, ``Choice``, ``Echo``) or ``size`` consecutive args (``IntList``,
+    ``Board``). A list slot's length slot (a board's size slots) is an ``Int`` arg
+    even when no template prints it.
 
     Attributes:
         names: the message names (index = kind).
@@ -243,12 +367,18 @@ class MessageTable:
                     raise ValueError(
                         f"the length of list slot {slot.name!r} must be an Int slot, got {length}"
                     )
+            if isinstance(slot, Board):
+                for size_name in (slot.rows, slot.cols):
+                    if size_name is not None and not isinstance(
+                        slots.setdefault(size_name, Int(size_name)), Int
+                    ):
+                        raise ValueError(f"the size slots of board {slot.name!r} must be Int slots")
         self.slots: dict[str, Slot] = slots
         arg_names: list[str] = []
         self.arg_slices: dict[str, slice] = {}
         for name, slot in slots.items():
             start = len(arg_names)
-            if isinstance(slot, IntList):
+            if isinstance(slot, IntList | Board):
                 arg_names += [f"{name}[{i}]" for i in range(slot.size)]
             else:
                 arg_names.append(name)
@@ -270,6 +400,15 @@ class MessageTable:
         self._echo_names = tuple(
             name for name, slot in slots.items() if isinstance(slot, Int) and slot.echo
         )
+        # Per kind: its Board slots and its Echo slots (fallback texts).
+        self._boards = [
+            [(c, self.arg_slices[c.name].start) for c in t.slots if isinstance(c, Board)]
+            for t in templates.values()
+        ]
+        self._echo_texts = [
+            [(c.name, c.fallback) for c in t.slots if isinstance(c, Echo)]
+            for t in templates.values()
+        ]
 
     def kind(self, name: str) -> int:
         """The event kind (a Python int) of message ``name``."""
@@ -296,7 +435,13 @@ class MessageTable:
         values = []
         for name, slot in self.slots.items():
             value = jnp.asarray(args.get(name, 0), jnp.int32)
-            if isinstance(slot, IntList):
+            if isinstance(slot, Board):
+                if value.ndim and value.size != slot.size:
+                    raise ValueError(
+                        f"board slot {name!r} takes {slot.shape} values, got shape {value.shape}"
+                    )
+                values.append(jnp.broadcast_to(value.reshape(-1), (slot.size,)))
+            elif isinstance(slot, IntList):
                 if value.ndim > 1 or (value.ndim == 1 and value.shape[0] != slot.size):
                     raise ValueError(
                         f"list slot {name!r} takes {slot.size} values, got shape {value.shape}"
@@ -324,6 +469,14 @@ class MessageTable:
                 values[slot.name] = echoes[slot.name]
             else:
                 values[slot.name] = slot.format_values(args[start : start + size], values[length])  # type: ignore[arg-type]
+        for board, start in self._boards[int(kind)]:
+            values[board.name] = board.format_values(
+                args[start : start + board.size],
+                None if board.rows is None else values[board.rows],  # type: ignore[arg-type]
+                None if board.cols is None else values[board.cols],  # type: ignore[arg-type]
+            )
+        for name, fallback in self._echo_texts[int(kind)]:
+            values[name] = (echoes or {}).get(name, fallback)
         if echoes:
             for name in self._echo_names:
                 if name in echoes:
@@ -334,7 +487,7 @@ class MessageTable:
         """Slot values by name (a list of ints for a list slot) of an args vector."""
         ints = list(map(int, args))
         return {
-            name: ints[sl] if isinstance(self.slots[name], IntList) else ints[sl.start]
+            name: ints[sl] if isinstance(self.slots[name], IntList | Board) else ints[sl.start]
             for name, sl in self.arg_slices.items()
         }
 

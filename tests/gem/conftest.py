@@ -13,3 +13,32 @@ def _keep_global_rng():
     yield
     random.setstate(py_state)
     np.random.set_state(np_state)
+
+
+@pytest.fixture(scope="session")
+def nltk_words(tmp_path_factory):
+    """Point NLTK at the word lists shipped in gemjax (``corpora/words/{en,en-basic,README}``
+    in a tmp folder), so GEM's Wordle and Hangman run offline. Request it before any
+    GEM word game is constructed."""
+    import importlib.resources
+    import os
+    import shutil
+
+    import nltk
+
+    root = tmp_path_factory.mktemp("nltk_data")
+    target = root / "corpora" / "words"
+    target.mkdir(parents=True)
+    source = importlib.resources.files("gemjax.envs").joinpath("data", "nltk_words")
+    for name in ("en", "en-basic", "README"):
+        with importlib.resources.as_file(source.joinpath(name)) as path:
+            shutil.copyfile(path, target / name)
+    previous = os.environ.get("NLTK_DATA")
+    os.environ["NLTK_DATA"] = str(root)
+    nltk.data.path.insert(0, str(root))
+    yield root
+    nltk.data.path.remove(str(root))
+    if previous is None:
+        os.environ.pop("NLTK_DATA", None)
+    else:
+        os.environ["NLTK_DATA"] = previous

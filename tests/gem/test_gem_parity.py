@@ -499,9 +499,7 @@ def test_from_gem_unwraps_gem_wrappers() -> None:
     gem_env = gem.make(HARD)
     gem_env.reset(seed=4)
     gem_env.step("\\boxed{20}")
-    wrapped = ObservationWrapper(
-        gem_env, include_action=True, include_chat_template=False
-    )
+    wrapped = ObservationWrapper(gem_env, include_action=True, include_chat_template=False)
     ours = gg.from_gem(wrapped)
     assert int(ours.state.turn) == 1 and int(ours.state.target) == gem_env.game_number
     assert not check_step(ours.step("\\boxed{21}"), gem_env.step("\\boxed{21}"))

@@ -1,0 +1,532 @@
+"""Minesweeper (GEM's ``gem/envs/game_env/minesweeper.py``).
+
+The player reveals cells of a ``rows x cols`` board hiding ``num_mines`` mines and
+may flag suspected mines. GEM's rules, branch by branch (spec section 7):
+
+1. no ``\\boxed{word row col}`` (exactly one whitespace character between fields)
+   or a number ``int()`` refuses: format error, -0.1, terminated, truncated only
+   when ``turn == max_turns``;
+2. ``row``/``col`` outside the board (whatever the word): invalid (0);
+3. ``reveal``: the first reveal places the mines (a uniform subset of the cells
+   outside the 3x3 block around it), even when the reveal is then rejected; then
+   a. a mine (flagged or not): "Game over!", fail reward, terminated, not truncated
+      (no turn-limit check);
+   b. a revealed or flagged cell: invalid (0);
+   c. otherwise a flood fill from the cell (zero cells expand to their 8
+      neighbours, flags and revealed cells stop it); the reward is the fraction of
+      safe cells newly revealed; when every mine is flagged and every safe cell
+      revealed (checked only here): success, terminated, not truncated;
+4. ``flag`` on a revealed cell: invalid (0); otherwise the flag toggles (0);
+5. any other word: invalid (0), the word echoed in the message;
+6. after 2-5 without an ending, when ``turn >= max_turns``: "You have reached the
+   maximum number of turns.", terminated and truncated, the step's reward unchanged.
+
+The ``-random`` variant draws ``n`` uniform in ``5..8`` at every reset: an ``n x n``
+board with ``n * n // 5`` mines and ``n * n`` turns; arrays are 8x8 with a mask.
+
+Kernel action: int32[3] ``[command, row, col]`` (see
+:class:`~gemjax.tokenizer_bridge.grammar.BoxedCommand`): command ``0`` is a format
+error, ``1`` reveal, ``2`` flag, ``3`` (or more) any other word; coordinates are
+clamped to ``2**31 - 1`` by the host parser (negative ones are out of bounds).
+
+Mine placement is drawn on device without a loop: at reset every cell gets a
+random 31-bit priority (kept in the state; it is noise, not a key), and the first
+reveal mines the ``num_mines`` allowed cells of smallest priority (ties, with
+probability below ``cells**2 / 2**32``, favour the earlier cell). The flood fill is
+a dilation by shifts repeated until nothing changes, at most ``rows * cols`` times.
+
+Observation (what the player sees, never the mines), a dict of:
+    ``board``: int8[R, C] cell codes as printed: ``0..8`` a revealed cell's number,
+        ``9`` hidden, ``10`` flagged, ``11`` a revealed mine (GEM never shows one),
+        ``12`` outside the active board (``-random``);
+    ``revealed``, ``flags``, ``active``: bool[R, C];
+    ``turn``, ``rows``, ``cols``, ``num_mines``, ``max_turns``: int32[].
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
+from gemjax.spaces import MultiDiscrete
+from gemjax.tokenizer_bridge.grammar import BoxedCommand
+from gemjax.tokenizer_bridge.templates import Board, Choice, Echo, Int, MessageTable, Template
+
+RANDOM_SIZES = (5, 6, 7, 8)  # GEM: n = randint(5, 8); mines n*n // 5; turns n*n
+MAX_SIDE = 32
+REVEAL, FLAG, UNKNOWN = 1, 2, 3
+HIDDEN, FLAGGED, MINE, OFF_BOARD = 9, 10, 11, 12
+CELLS = (*(f" {n} " for n in range(9)), " . ", " F ", " * ", "")
+
+COORDS = {"row": Int("row", echo=True), "col": Int("col", echo=True)}
+
+MESSAGES = MessageTable(
+    instructions=Template(
+        "You are playing the Minesweeper game.\n"
+        "The objective of the game is to reveal all cells that do not contain mines.\n"
+        "To make a move, you can either reveal a cell or place a flag on a suspected mine "
+        "location using one of the following commands:\n"
+        "- 'reveal': Reveal the contents of a specific cell.\n"
+        "- 'flag': Place or remove a flag on a specific cell to mark it as a potential mine.\n"
+        "To submit your move, type the command followed by the row and column in \\boxed{{}}.\n"
+        "For example:\n"
+        "- \\boxed{{reveal {reveal_row} {reveal_col}}} to reveal the cell in "
+        "Row {reveal_row}, Column {reveal_col}.\n"
+        "- \\boxed{{flag {flag_row} {flag_col}}} to place or remove a flag on the cell in "
+        "Row {flag_row}, Column {flag_col}.\n"
+        "The current board layout is shown below. Cells that are unrevealed are represented "
+        "by a dot ('.'), revealed numbers show the count of adjacent mines, and flagged cells "
+        "are marked with an 'F'.\n"
+        "Use logic and deduction to avoid revealing cells with mines!\n"
+        "Be mindful not to choose revealed or flagged cells.\n"
+    ),
+    format_error=Template("At turn {turn}, you did not provide a valid guess."),
+    out_of_bounds=Template(
+        "At turn {turn}, you chose cell ({row}, {col}), which is outside the bounds of the grid.",
+        **COORDS,
+    ),
+    mine=Template("Game over! You hit a mine at ({row}, {col})", **COORDS),
+    reveal_repeat=Template(
+        "At turn {turn}, you chose to reveal cell ({row}, {col}), which has already been revealed.",
+        **COORDS,
+    ),
+    revealed=Template("At turn {turn}, you successfully revealed cell ({row}, {col}).", **COORDS),
+    success=Template("Congratulations! You have successfully cleared the Minesweeper board."),
+    flag_revealed=Template(
+        "At turn {turn}, you chose to flag cell ({row}, {col}), which has already been revealed.",
+        **COORDS,
+    ),
+    flag=Template(
+        "At turn {turn}, you {flag_change} a flag on cell ({row}, {col}).",
+        flag_change=Choice("flag_change", ("removed", "added")),
+        **COORDS,
+    ),
+    unknown_command=Template(
+        "At turn {turn}, you chose an invalid action '{command}'. "
+        "Valid actions are 'reveal' or 'flag'.",
+        command=Echo("command", fallback="unknown"),
+    ),
+    max_turns=Template("You have reached the maximum number of turns."),
+)
+
+
+@functools.cache
+def suffix_for(shape: tuple[int, int]) -> Template:
+    """GEM's suffix: the board (its active ``rows x cols`` part) and the prompt."""
+    board = Board(
+        "board",
+        shape,
+        CELLS,
+        rows="rows",
+        cols="cols",
+        header=("   ", "{:>2}", " ", "\n"),
+        row_label="{:2} ",
+    )
+    return Template("Here is the current board layout:\n{board}\nEnter your guess.", board=board)
+
+
+@struct.dataclass
+class MinesweeperParams:
+    """Dynamic parameters (ignored by ``-random``, which draws them at every reset).
+
+    Attributes:
+        rows, cols: int32[] the board (at most the env's capacity).
+        num_mines: int32[] mines placed at the first reveal.
+        max_turns: int32[] the turn limit.
+        rewards: GEM's reward constants (``fail`` for a mine, ``step`` for a flag
+            toggle; a reveal pays its fraction of the safe cells).
+    """
+
+    rows: jax.Array
+    cols: jax.Array
+    num_mines: jax.Array
+    max_turns: jax.Array
+    rewards: Rewards = struct.field(default_factory=Rewards)
+
+
+@struct.dataclass
+class MinesweeperState:
+    """One episode.
+
+    Attributes (int32[] unless said):
+        rows, cols, num_mines, max_turns: this episode's configuration.
+        example: int32[4] the instructions' examples (reveal row, col; flag row, col).
+        turn: turns taken (GEM's ``turn_count``; it keeps counting after the end).
+        placed: bool[] the mines are placed (GEM's ``not first_reveal``).
+        mines, revealed, flags: bool[R, C].
+        priority: int32[R, C] random 31-bit priorities that choose the mines.
+    """
+
+    rows: jax.Array
+    cols: jax.Array
+    num_mines: jax.Array
+    max_turns: jax.Array
+    example: jax.Array
+    turn: jax.Array
+    placed: jax.Array
+    mines: jax.Array
+    revealed: jax.Array
+    flags: jax.Array
+    priority: jax.Array
+
+
+def shift(x: jax.Array, dr: int, dc: int) -> jax.Array:
+    """``out[r, c] = x[r - dr, c - dc]`` over the last two axes, zero-filled."""
+    height, width = x.shape[-2:]
+    pad = [(0, 0)] * (x.ndim - 2) + [(1, 1), (1, 1)]
+    padded = jnp.pad(x, pad)
+    return padded[..., 1 - dr : 1 - dr + height, 1 - dc : 1 - dc + width]
+
+
+def dilate(x: jax.Array) -> jax.Array:
+    """bool: ``x`` grown by its 8 neighbours (separable: 4 shifts)."""
+    row = x | shift(x, 0, 1) | shift(x, 0, -1)
+    return row | shift(row, 1, 0) | shift(row, -1, 0)
+
+
+def adjacent_counts(mines: jax.Array) -> jax.Array:
+    """int32: per cell, the mines among its 8 neighbours."""
+    m = mines.astype(jnp.int32)
+    row = m + shift(m, 0, 1) + shift(m, 0, -1)
+    return row + shift(row, 1, 0) + shift(row, -1, 0) - m
+
+
+def flood_fill(start: jax.Array, zero: jax.Array, blocked: jax.Array) -> jax.Array:
+    """bool[R, C]: the cells GEM's BFS reveals from ``start`` (one cell or none).
+
+    Cells in the set that are ``zero`` expand to their neighbours that are not
+    ``blocked``; repeated until nothing changes (at most ``R * C`` times: the BFS
+    depth is below the number of cells), so the closure equals GEM's queue order-free.
+    """
+    limit = start.shape[-2] * start.shape[-1]
+
+    def grow(carry):
+        cells, _, i = carry
+        grown = cells | (dilate(cells & zero) & ~blocked)
+        return grown, jnp.any(grown != cells), i + 1
+
+    def more(carry):
+        _, changed, i = carry
+        return changed & (i < limit)
+
+    cells, _, _ = jax.lax.while_loop(more, grow, (start, jnp.bool_(True), jnp.int32(0)))
+    return cells
+
+
+def place_mines(priority: jax.Array, allowed: jax.Array, num_mines: jax.Array) -> jax.Array:
+    """bool[R, C]: the ``num_mines`` ``allowed`` cells of smallest ``priority``
+    (a uniform subset when priorities are i.i.d.), by ranks from pairwise compares."""
+    shape = priority.shape
+    p, a = priority.reshape(-1), allowed.reshape(-1)
+    index = jnp.arange(p.shape[0])
+    before = (p[None, :] < p[:, None]) | (
+        (p[None, :] == p[:, None]) & (index[None, :] < index[:, None])
+    )
+    rank = jnp.sum(a[None, :] & before, axis=1, dtype=jnp.int32)
+    return (a & (rank < num_mines)).reshape(shape)
+
+
+class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
+    """Minesweeper as a kernel. See the module docstring for rules and shapes.
+
+    Args:
+        rows, cols, num_mines, max_turns: the registered configuration; any of them
+            None gives GEM's ``-random`` variant (as in GEM).
+    """
+
+    gem_class_name = "MinesweeperEnv"
+    messages = MESSAGES
+    step_uses_key = False
+    grammar = BoxedCommand(("reveal", "flag"), word_slot="command", int_slots=("row", "col"))
+
+    def __init__(
+        self,
+        rows: int | None = 8,
+        cols: int | None = 8,
+        num_mines: int | None = 10,
+        max_turns: int | None = 20,
+    ) -> None:
+        self.randomize = rows is None or cols is None or num_mines is None or max_turns is None
+        if self.randomize:
+            n = max(RANDOM_SIZES)
+            self._defaults = (n, n, n * n // 5, n * n)
+        else:
+            self._defaults = (int(rows), int(cols), int(num_mines), int(max_turns))  # type: ignore[arg-type]
+        self._check(*self._defaults)
+        self.shape = self._defaults[:2]
+        self.suffix = suffix_for(self.shape)
+
+    @staticmethod
+    def _check(rows: int, cols: int, num_mines: int, max_turns: int) -> None:
+        if not (1 <= rows <= MAX_SIDE and 1 <= cols <= MAX_SIDE):
+            raise ValueError(f"rows and cols must be in 1..{MAX_SIDE}, got {rows}x{cols}")
+        room = rows * cols - min(rows, 3) * min(cols, 3)
+        if not 0 <= num_mines <= room:
+            raise ValueError(
+                f"num_mines must be in 0..{room} for a {rows}x{cols} board (the mines go "
+                f"outside the 3x3 block of the first reveal), got {num_mines}"
+            )
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+
+    @property
+    def config(self) -> tuple[Any, ...]:
+        return ("random",) if self.randomize else self._defaults
+
+    @property
+    def default_params(self) -> MinesweeperParams:
+        rows, cols, mines, turns = (jnp.int32(v) for v in self._defaults)
+        return MinesweeperParams(rows=rows, cols=cols, num_mines=mines, max_turns=turns)
+
+    def validate_params(self, params: MinesweeperParams) -> None:
+        values = tuple(
+            int(v) for v in (params.rows, params.cols, params.num_mines, params.max_turns)
+        )
+        self._check(*values)
+        for name, value, cap in zip(("rows", "cols"), values[:2], self.shape, strict=True):
+            if value > cap:
+                raise ValueError(
+                    f"{name} {value} exceeds this env's capacity ({cap}); "
+                    f"make the env with {name}={value}"
+                )
+
+    def action_space(self, params: MinesweeperParams) -> MultiDiscrete:
+        """``[command in 0..3, row in 0..R, col in 0..C]``: command 0 is a format
+        error and 3 an unknown word; row ``R`` and col ``C`` are out of bounds."""
+        rows, cols = self.shape
+        return MultiDiscrete((UNKNOWN + 1, rows + 1, cols + 1))
+
+    def _active(self, rows: jax.Array, cols: jax.Array) -> jax.Array:
+        r = jnp.arange(self.shape[0], dtype=jnp.int32)[:, None]
+        c = jnp.arange(self.shape[1], dtype=jnp.int32)[None, :]
+        return (r < rows) & (c < cols)
+
+    def reset(self, key: jax.Array, params: MinesweeperParams) -> tuple[MinesweeperState, TimeStep]:
+        height, width = self.shape
+        cells = height * width
+        words = jax.random.bits(key, (cells + 5,), jnp.uint32)
+        if self.randomize:
+            pick = jnp.asarray(RANDOM_SIZES, jnp.int32)
+            n = jnp.sum(jnp.where(jnp.arange(len(pick)) == words[-1] % len(pick), pick, 0))
+            rows, cols, mines, turns = n, n, n * n // 5, n * n
+        else:
+            rows, cols = params.rows, params.cols
+            mines, turns = params.num_mines, params.max_turns
+        sizes = jnp.stack([rows, cols, rows, cols]).astype(jnp.uint32)
+        example = (words[cells : cells + 4] % sizes).astype(jnp.int32)
+        board = jnp.zeros(self.shape, jnp.bool_)
+        state = MinesweeperState(
+            rows=rows,
+            cols=cols,
+            num_mines=mines,
+            max_turns=turns,
+            example=example,
+            turn=jnp.int32(0),
+            placed=jnp.bool_(False),
+            mines=board,
+            revealed=board,
+            flags=board,
+            priority=(words[:cells] >> 1).astype(jnp.int32).reshape(self.shape),
+        )
+        ts = TimeStep(
+            observation=self._observation(state),
+            reward=jnp.float32(0.0),
+            terminated=jnp.bool_(False),
+            truncated=jnp.bool_(False),
+            event=self.instructions_event(state),
+            info={"success": jnp.bool_(False)},
+        )
+        return state, ts
+
+    def step(
+        self,
+        key: jax.Array,
+        state: MinesweeperState,
+        action: jax.Array,
+        params: MinesweeperParams,
+    ) -> tuple[MinesweeperState, TimeStep]:
+        action = check_int_action(action, (3,))
+        command, row, col = action[0], action[1], action[2]
+        rewards = params.rewards
+        turn = state.turn + 1
+        active = self._active(state.rows, state.cols)
+
+        format_error = command <= 0
+        in_bounds = (row >= 0) & (row < state.rows) & (col >= 0) & (col < state.cols)
+        legal = ~format_error & in_bounds
+        reveal = legal & (command == REVEAL)
+        flag = legal & (command == FLAG)
+
+        # One-hot masks instead of gathers/scatters (slow under vmap on CPU).
+        r = jnp.arange(self.shape[0], dtype=jnp.int32)[:, None]
+        c = jnp.arange(self.shape[1], dtype=jnp.int32)[None, :]
+        cell = (r == row) & (c == col)
+        near = (jnp.abs(r - row) <= 1) & (jnp.abs(c - col) <= 1)
+        place = reveal & ~state.placed
+        fresh = place_mines(state.priority, active & ~near, state.num_mines)
+        mines = jnp.where(place, fresh, state.mines)
+        counts = adjacent_counts(mines)
+
+        at_mine = jnp.any(cell & mines)
+        at_revealed = jnp.any(cell & state.revealed)
+        at_flag = jnp.any(cell & state.flags)
+        hit = reveal & at_mine
+        repeat = reveal & ~at_mine & (at_revealed | at_flag)
+        opened = reveal & ~at_mine & ~at_revealed & ~at_flag
+        newly = flood_fill(
+            cell & opened,
+            (counts == 0) & ~mines,
+            state.revealed | state.flags | ~active,
+        )
+        revealed = state.revealed | newly
+        flag_revealed = flag & at_revealed
+        toggle = flag & ~at_revealed
+        flags = state.flags ^ (cell & toggle)
+        solved = jnp.all(~active | (mines & flags) | (~mines & revealed))
+        success = opened & solved
+        out_of_turns = turn >= state.max_turns
+
+        safe = (state.rows * state.cols - state.num_mines).astype(jnp.float32)
+        fraction = jnp.sum(newly, dtype=jnp.int32).astype(jnp.float32) / safe
+        reward = jnp.select(
+            [format_error, hit, opened, toggle],
+            [rewards.format_error, rewards.fail, fraction, rewards.step],
+            rewards.invalid,
+        ).astype(jnp.float32)
+        conditions = [
+            format_error,
+            hit,
+            success,
+            out_of_turns,
+            ~in_bounds,
+            repeat,
+            opened,
+            flag_revealed,
+            toggle,
+        ]
+        names = (
+            "format_error",
+            "mine",
+            "success",
+            "max_turns",
+            "out_of_bounds",
+            "reveal_repeat",
+            "revealed",
+            "flag_revealed",
+            "flag",
+        )
+        kind = jnp.select(
+            conditions, [MESSAGES.kind(k) for k in names], MESSAGES.kind("unknown_command")
+        )
+        terminated = format_error | hit | success | out_of_turns
+        truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~hit & ~success)
+
+        new_state = state.replace(
+            turn=turn,
+            placed=state.placed | place,
+            mines=mines,
+            revealed=revealed,
+            flags=flags,
+        )
+        ts = TimeStep(
+            observation=self._observation(new_state),
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            event=MESSAGES.event(
+                kind, turn=turn, row=row, col=col, flag_change=jnp.any(cell & flags)
+            ),
+            info={"success": success},
+        )
+        return new_state, ts
+
+    def random_action(self, key: jax.Array, state: MinesweeperState) -> jax.Array:
+        """GEM's sampler: ``reveal`` 9 times in 10, else ``flag``, at a uniform cell."""
+        words = jax.random.bits(key, (3,), jnp.uint32)
+        command = jnp.where(words[0] % 10 < 9, REVEAL, FLAG)
+        row = (words[1] % state.rows.astype(jnp.uint32)).astype(jnp.int32)
+        col = (words[2] % state.cols.astype(jnp.uint32)).astype(jnp.int32)
+        return jnp.stack([command, row, col]).astype(jnp.int32)
+
+    def instructions_event(self, state: MinesweeperState) -> Event:
+        return MESSAGES.event(
+            "instructions",
+            reveal_row=state.example[0],
+            reveal_col=state.example[1],
+            flag_row=state.example[2],
+            flag_col=state.example[3],
+        )
+
+    def board_codes(self, state: MinesweeperState) -> jax.Array:
+        """int8[R, C] the cells as printed (see the module docstring's ``board``)."""
+        counts = adjacent_counts(state.mines)
+        shown = jnp.where(
+            state.revealed,
+            jnp.where(state.mines, MINE, counts),
+            jnp.where(state.flags, FLAGGED, HIDDEN),
+        )
+        return jnp.where(self._active(state.rows, state.cols), shown, OFF_BOARD).astype(jnp.int8)
+
+    def suffix_values(self, state: MinesweeperState) -> Mapping[str, jax.Array]:
+        return {"rows": state.rows, "cols": state.cols, "board": self.board_codes(state)}
+
+    def _observation(self, state: MinesweeperState) -> dict[str, jax.Array]:
+        return {
+            "board": self.board_codes(state),
+            "revealed": state.revealed,
+            "flags": state.flags,
+            "active": self._active(state.rows, state.cols),
+            "turn": state.turn,
+            "rows": state.rows,
+            "cols": state.cols,
+            "num_mines": state.num_mines,
+            "max_turns": state.max_turns,
+        }
+
+    # --- GEM interop -------------------------------------------------------------
+
+    @classmethod
+    def kwargs_from_gem(cls, gem_env: Any) -> dict[str, Any]:
+        """Constructor kwargs matching a live ``gem-llm`` MinesweeperEnv."""
+        if gem_env._is_random:
+            return {"rows": None, "cols": None, "num_mines": None, "max_turns": None}
+        return {
+            "rows": gem_env.rows,
+            "cols": gem_env.cols,
+            "num_mines": gem_env.num_mines,
+            "max_turns": gem_env.max_turns,
+        }
+
+    def state_from_gem(self, gem_env: Any) -> MinesweeperState:
+        """The kernel state equal to a live GEM env's, before or after its mines are
+        placed. The priorities that will place the mines (if GEM has not yet) are
+        drawn from fresh entropy, never from GEM's global RNG; the instructions'
+        examples, which GEM does not keep, are cell (0, 0)."""
+        rows, cols = gem_env.rows, gem_env.cols
+        mines = np.zeros(self.shape, np.bool_)
+        revealed = np.zeros(self.shape, np.bool_)
+        flags = np.zeros(self.shape, np.bool_)
+        mines[:rows, :cols] = np.asarray(gem_env.grid) == -1
+        revealed[:rows, :cols] = np.asarray(gem_env.revealed, np.bool_)
+        flags[:rows, :cols] = np.asarray(gem_env.flags, np.bool_)
+        priority = np.random.default_rng().integers(0, 2**31, self.shape, dtype=np.int32)
+        return MinesweeperState(
+            rows=jnp.int32(rows),
+            cols=jnp.int32(cols),
+            num_mines=jnp.int32(gem_env.num_mines),
+            max_turns=jnp.int32(gem_env.max_turns),
+            example=jnp.zeros((4,), jnp.int32),
+            turn=jnp.int32(gem_env.turn_count),
+            placed=jnp.bool_(not gem_env.first_reveal),
+            mines=jnp.asarray(mines),
+            revealed=jnp.asarray(revealed),
+            flags=jnp.asarray(flags),
+            priority=jnp.asarray(priority),
+        )

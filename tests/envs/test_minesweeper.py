@@ -1,0 +1,553 @@
+"""Minesweeper kernel: JAX contract, mine placement against GEM's distribution, flood
+fill against GEM's BFS on random boards, board properties (hypothesis), and the
+board/echo template slots and the ``\\boxed{word int int}`` grammar it introduced."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gem.envs.game_env.minesweeper import MinesweeperEnv
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+import gemjax
+from gemjax.envs.minesweeper import (
+    CELLS,
+    FLAG,
+    HIDDEN,
+    OFF_BOARD,
+    REVEAL,
+    UNKNOWN,
+    Minesweeper,
+    adjacent_counts,
+)
+from gemjax.tokenizer_bridge.grammar import BoxedCommand
+from gemjax.tokenizer_bridge.templates import Board, Echo, Int, MessageTable, Template
+
+EASY, HARD, RANDOM = (f"game:Minesweeper-v0-{v}" for v in ("easy", "hard", "random"))
+IDS = (EASY, HARD, RANDOM)
+BATCH = 8
+OBS_KEYS = {
+    "board",
+    "revealed",
+    "flags",
+    "active",
+    "turn",
+    "rows",
+    "cols",
+    "num_mines",
+    "max_turns",
+}
+
+
+@pytest.fixture(autouse=True)
+def _keep_global_rng():
+    py_state, np_state = random.getstate(), np.random.get_state()
+    yield
+    random.setstate(py_state)
+    np.random.set_state(np_state)
+
+
+def assert_trees_equal(actual, expected) -> None:
+    assert jax.tree.structure(actual) == jax.tree.structure(expected)
+    for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
+        a, e = np.asarray(a), np.asarray(e)
+        assert a.dtype == e.dtype and a.shape == e.shape
+        np.testing.assert_array_equal(a, e)
+
+
+def lane(tree, i: int):
+    return jax.tree.map(lambda x: x[i], tree)
+
+
+def random_actions(rng: np.random.Generator, env: Minesweeper, batch: int) -> np.ndarray:
+    """Mostly reveals and flags inside the board, some out of bounds, unknown, format errors."""
+    rows, cols = env.shape
+    command = rng.choice([REVEAL] * 6 + [FLAG] * 3 + [UNKNOWN, 0], size=batch)
+    row = rng.integers(0, rows, size=batch)
+    col = rng.integers(0, cols, size=batch)
+    odd = rng.random(batch)
+    row = np.where(odd < 0.05, rows + rng.integers(0, 3, size=batch), row)
+    col = np.where((odd > 0.05) & (odd < 0.08), 2**31 - 1, col)
+    return np.stack([command, row, col], 1).astype(np.int32)
+
+
+@pytest.fixture(scope="module", params=(EASY, RANDOM))
+def kit(request, kits):
+    return kits(request.param)
+
+
+# --- registration and parameters -----------------------------------------------------
+
+
+def test_registered_ids_match_gem_registry():
+    from gem.envs.registration import ENV_REGISTRY
+
+    gem_ids = {i for i in ENV_REGISTRY if i.startswith("game:Minesweeper")}
+    assert gem_ids == set(IDS) <= set(gemjax.list_envs())
+    for env_id in IDS:
+        env, kwargs = gemjax.make(env_id), ENV_REGISTRY[env_id].kwargs
+        if kwargs["rows"] is None:
+            assert env.randomize and env.config == ("random",) and env.shape == (8, 8)
+            continue
+        p = env.default_params
+        got = tuple(int(v) for v in (p.rows, p.cols, p.num_mines, p.max_turns))
+        assert got == tuple(kwargs[k] for k in ("rows", "cols", "num_mines", "max_turns"))
+        assert env.shape == (kwargs["rows"], kwargs["cols"])
+    assert gemjax.make(EASY, rows=4, cols=9).config == (4, 9, 5, 25)
+    for bad in [
+        dict(rows=0),
+        dict(cols=33),
+        dict(num_mines=17),
+        dict(num_mines=-1),
+        dict(max_turns=0),
+    ]:
+        with pytest.raises(ValueError):
+            gemjax.make(EASY, **bad)
+    gemjax.make(EASY, num_mines=16)  # 25 cells, at most 9 in the 3x3 block
+    with pytest.raises(ValueError, match="capacity"):
+        gemjax.make(EASY).validate_params(gemjax.make(HARD).default_params)
+
+
+# --- template slots and grammar ----------------------------------------------------------
+
+
+def test_board_and_echo_slots_in_tables_and_templates():
+    board = Board("b", (2, 3), ("a", "b", "c"), rows="h", cols="w", header=("<", "{}", ",", ">\n"))
+    table = MessageTable(
+        first=Template("x{b}y {word}", b=board, word=Echo("word", fallback="?")),
+        second=Template("{n}", n=Int("n")),
+    )
+    names = ("b[0]", "b[1]", "b[2]", "b[3]", "b[4]", "b[5]", "word", "n", "h", "w")
+    assert table.arg_names == names
+    event = table.event("first", b=jnp.asarray([[0, 1, 2], [2, 1, 0]]), h=2, w=2)
+    args = [int(a) for a in event.args]
+    assert args[:6] == [0, 1, 2, 2, 1, 0] and args[8:] == [2, 2]
+    assert table.render(0, args) == "x<0,1>\nab\ncb\ny ?"
+    assert table.render(0, args, {"word": "zz"}) == "x<0,1>\nab\ncb\ny zz"
+    args[8], args[9] = 1, 3
+    assert table.render(0, args) == "x<0,1,2>\nabc\ny ?"
+    values = table.values(args)
+    assert values["b"] == [0, 1, 2, 2, 1, 0] and values["h"] == 1
+    # Template.render reads the size slots from the values; the table agrees with it.
+    template = table.templates["first"]
+    assert template.render({"b": values["b"], "h": 1, "w": 3}, {"word": "zz"}) == (
+        "x<0,1,2>\nabc\ny zz"
+    )
+    with pytest.raises(ValueError):
+        table.event("first", b=jnp.zeros((7,), jnp.int32))
+    with pytest.raises(ValueError):
+        Board("b", (0, 3), ("a",))
+
+
+def test_board_render_matches_gem(kits):
+    """Random mid-game states of every size, rendered by the suffix template and by GEM."""
+    kit = kits(RANDOM)
+    rng = np.random.default_rng(5)
+    keys = jax.random.split(jax.random.key(5), 32)
+    states, _ = kit.vreset(keys, kit.params)
+    for _ in range(6):
+        states, _ = kit.vstep(
+            keys, states, jnp.asarray(random_actions(rng, kit.env, 32)), kit.params
+        )
+    gem_env = MinesweeperEnv(rows=5, cols=5, num_mines=5, max_turns=25)
+    host = jax.device_get(states)
+    sizes, shown = set(), 0
+    for i in range(32):
+        s = lane(host, i)
+        n = int(s.rows)
+        gem_env.rows = gem_env.cols = n
+        counts = np.asarray(adjacent_counts(jnp.asarray(s.mines)))
+        gem_env.grid = np.where(s.mines, -1, counts)[:n, :n].tolist()
+        gem_env.revealed = s.revealed[:n, :n].tolist()
+        gem_env.flags = s.flags[:n, :n].tolist()
+        values = {
+            k: np.asarray(v).reshape(-1).tolist() if np.ndim(v) else int(v)
+            for k, v in jax.device_get(kit.env.suffix_values(s)).items()
+        }
+        assert kit.env.suffix.render(values) == gem_env.get_task_suffix()
+        sizes.add(n)
+        shown += int(s.revealed.sum() + s.flags.sum())
+    assert len(sizes) >= 3 and shown > 0
+
+
+GEM_PATTERN = re.compile(r"\\boxed{([a-zA-Z]+)\s(\d+)\s(\d+)}")
+
+
+def gem_parse(text: str):
+    matches = list(GEM_PATTERN.finditer(text))
+    m = matches[-1] if matches else None
+    try:
+        return (m.group(1).lower(), int(m.group(2)), int(m.group(3))) if m else None
+    except Exception:
+        return None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\\boxed{reveal 3 2}",
+        "\\boxed{REVEAL 0 0}",
+        "\\boxed{Flag 007 1}",
+        "\\boxed{reveal  3 2}",
+        "\\boxed{reveal\t3\n2}",
+        "\\boxed{reveal\u30003\xa02}",
+        "\\boxed{open 1 2}",
+        "\\boxed{reveal \u0663 \uff12}",
+        "\\boxed{r\u00e9veal 1 2}",
+        "\\boxed{\u212aing 1 2}",
+        "\\boxed{reveal 1 2} \\boxed{flag 3}",
+        "\\boxed{reveal 1 2} \\boxed{flag 3 4}",
+        "\\boxed{reveal 99999999999999999999 2}",
+        "\\boxed{reveal -1 2}",
+        "\\boxed{reveal 1 2 3}",
+        "\\boxed {reveal 1 2}",
+        "\\boxed{reveal 1 " + "1" * 4301 + "}",
+        "",
+    ],
+)
+def test_boxed_command_agrees_with_gems_regex(text):
+    grammar = Minesweeper.grammar
+    parsed = grammar.parse(text)
+    expected = gem_parse(text)
+    assert parsed.ok == (expected is not None)
+    if expected is None:
+        assert parsed.action.tolist() == [0, 0, 0] and parsed.echoes == {}
+        return
+    word, row, col = expected
+    code = {"reveal": REVEAL, "flag": FLAG}.get(word, UNKNOWN)
+    assert parsed.action.tolist() == [code, min(row, 2**31 - 1), min(col, 2**31 - 1)]
+    assert parsed.echoes == {"command": word, "row": str(row), "col": str(col)}
+    assert grammar.parse(grammar.render(parsed.action)).action.tolist() == parsed.action.tolist()
+
+
+def test_boxed_command_rejects_bad_declarations():
+    with pytest.raises(ValueError):
+        BoxedCommand(("Reveal",), "w", ("r",))
+    with pytest.raises(ValueError):
+        BoxedCommand((), "w", ("r",))
+    assert BoxedCommand(("go",), "w", ("a", "b", "c")).parse(
+        "\\boxed{GO 1 2 3}"
+    ).action.tolist() == [
+        1,
+        1,
+        2,
+        3,
+    ]
+
+
+# --- JAX contract ---------------------------------------------------------------------
+
+
+def test_jit_matches_eager(kit):
+    env, params = kit.env, kit.params
+    rng = np.random.default_rng(0)
+    key = jax.random.key(1)
+    eager = env.reset(key, params)
+    jitted = kit.reset(key, params)
+    assert_trees_equal(jitted, eager)
+    s_eager, s_jit = eager[0], jitted[0]
+    for action in random_actions(rng, env, 6):
+        eager = env.step(key, s_eager, jnp.asarray(action), params)
+        jitted = kit.step(key, s_jit, jnp.asarray(action), params)
+        assert_trees_equal(jitted, eager)
+        s_eager, s_jit = eager[0], jitted[0]
+    assert bool(s_jit.placed)
+
+
+def test_vmap_matches_python_loop(kit):
+    env, params = kit.env, kit.params
+    rng = np.random.default_rng(1)
+    keys = jax.random.split(jax.random.key(2), BATCH)
+    states, ts = kit.vreset(keys, params)
+    singles = [kit.reset(keys[i], params) for i in range(BATCH)]
+    for i in range(BATCH):
+        assert_trees_equal(lane((states, ts), i), singles[i])
+    for _ in range(10):
+        actions = random_actions(rng, env, BATCH)
+        states, ts = kit.vstep(keys, states, jnp.asarray(actions), params)
+        for i in range(BATCH):
+            singles[i] = kit.step(keys[i], singles[i][0], jnp.asarray(actions[i]), params)
+            assert_trees_equal(lane((states, ts), i), singles[i])
+    assert int(states.revealed.sum()) > BATCH and int(states.flags.sum()) > 0
+
+
+def test_reset_and_step_have_identical_structure_and_dtypes(kit):
+    env, params = kit.env, kit.params
+    key = jax.random.key(0)
+    action = jnp.zeros((3,), jnp.int32)
+    reset_out = jax.eval_shape(env.reset, key, params)
+    step_out = jax.eval_shape(env.step, key, reset_out[0], action, params)
+    assert jax.tree.structure(reset_out) == jax.tree.structure(step_out)
+    for r, s in zip(jax.tree.leaves(reset_out), jax.tree.leaves(step_out), strict=True):
+        assert (r.dtype, r.shape, r.weak_type) == (s.dtype, s.shape, s.weak_type)
+    state, ts = kit.reset(key, params)
+    for leaf, abstract in zip(
+        jax.tree.leaves((state, ts)), jax.tree.leaves(reset_out), strict=True
+    ):
+        assert (leaf.dtype, leaf.shape, leaf.weak_type) == (
+            abstract.dtype,
+            abstract.shape,
+            abstract.weak_type,
+        )
+    assert ts.reward.dtype == jnp.float32 and ts.terminated.dtype == jnp.bool_
+    assert ts.event.args.shape == (len(env.messages.arg_names),)
+    assert set(ts.observation) == OBS_KEYS and set(ts.info) == {"success"}
+    assert ts.observation["board"].shape == env.shape and ts.observation["board"].dtype == jnp.int8
+    for name in ("revealed", "flags", "active"):
+        assert ts.observation[name].shape == env.shape and ts.observation[name].dtype == jnp.bool_
+    assert env.action_space(params).shape == action.shape
+    assert "mines" not in ts.observation and "priority" not in ts.observation
+
+
+def test_no_retracing(kit):
+    env, params = kit.env, kit.params
+    traces = {"reset": 0, "step": 0}
+
+    def reset(key, params):
+        traces["reset"] += 1
+        return env.reset(key, params)
+
+    def step(key, state, action, params):
+        traces["step"] += 1
+        return env.step(key, state, action, params)
+
+    reset, step = jax.jit(reset), jax.jit(step)
+    other = params.replace(max_turns=params.max_turns - 1, num_mines=params.num_mines - 1)
+    state, _ = reset(jax.random.key(0), params)
+    state, _ = reset(jax.random.key(1), other)
+    for action in random_actions(np.random.default_rng(3), env, 4):
+        state, _ = step(jax.random.key(0), state, jnp.asarray(action), other)
+    assert traces == {"reset": 1, "step": 1}
+    step(jax.random.key(0), state, jnp.zeros((3,), jnp.int8), params)
+    assert traces["step"] == 2  # counting works: a new input type retraces
+
+
+def test_action_shape_and_dtype_checked(kit):
+    env = kit.env
+    state, _ = kit.reset(jax.random.key(0), kit.params)
+    with pytest.raises(ValueError):
+        env.step(jax.random.key(0), state, jnp.zeros((4,), jnp.int32), kit.params)
+    with pytest.raises(TypeError):
+        env.step(jax.random.key(0), state, jnp.zeros((3,)), kit.params)
+
+
+def test_random_variant_configurations_and_examples(kits):
+    kit = kits(RANDOM)
+    n = 4000
+    states, ts = jax.device_get(kit.vreset(jax.random.split(jax.random.key(7), n), kit.params))
+    sizes = states.rows
+    assert (states.rows == states.cols).all()
+    counts = np.bincount(sizes, minlength=9)[5:]
+    assert counts.sum() == n and (np.abs(counts / n - 0.25) < 0.03).all(), counts
+    np.testing.assert_array_equal(states.num_mines, sizes * sizes // 5)
+    np.testing.assert_array_equal(states.max_turns, sizes * sizes)
+    assert (states.example >= 0).all() and (states.example < sizes[:, None]).all()
+    assert len({tuple(e) for e in states.example.tolist()}) > 100
+    board = ts.observation["board"]
+    active = ts.observation["active"]
+    assert (board[active] == HIDDEN).all() and (board[~active] == OFF_BOARD).all()
+    np.testing.assert_array_equal(active.sum(axis=(1, 2)), sizes * sizes)
+    assert not states.placed.any() and not states.mines.any()
+
+
+def test_random_action_follows_gems_sampler(kits):
+    kit = kits(RANDOM)
+    states, _ = kit.vreset(jax.random.split(jax.random.key(3), 2000), kit.params)
+    actions = np.asarray(
+        jax.jit(jax.vmap(kit.env.random_action))(jax.random.split(jax.random.key(4), 2000), states)
+    )
+    assert actions.shape == (2000, 3) and actions.dtype == np.int32
+    assert abs((actions[:, 0] == REVEAL).mean() - 0.9) < 0.03
+    assert set(actions[:, 0].tolist()) == {REVEAL, FLAG}
+    rows = np.asarray(states.rows)
+    assert (
+        (actions[:, 1] < rows).all() and (actions[:, 2] < rows).all() and actions[:, 1:].min() == 0
+    )
+    assert bool(kit.env.action_space(kit.params).contains(actions).all())
+
+
+# --- mine placement against GEM ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("env_id", "start"), [(EASY, (0, 0)), (HARD, (3, 4))])
+def test_mine_placement_matches_gems_distribution(kits, env_id, start):
+    """Per-cell mine frequencies after a first reveal: ours and GEM's are both
+    consistent with the exact uniform-subset probabilities (chi-square) and with
+    each other (two-sample chi-square); the block around the reveal stays clear."""
+    kit = kits(env_id)
+    n = 4000
+    keys = jax.random.split(jax.random.key(11), n)
+    states, _ = kit.vreset(keys, kit.params)
+    action = jnp.broadcast_to(jnp.asarray([REVEAL, *start], jnp.int32), (n, 3))
+    states, _ = kit.vstep(keys, states, action, kit.params)
+    mines = np.asarray(states.mines)
+    rows, cols = kit.env.shape
+    num_mines = int(kit.params.num_mines)
+    np.testing.assert_array_equal(mines.sum(axis=(1, 2)), num_mines)
+    r, c = np.ogrid[:rows, :cols]
+    block = (np.abs(r - start[0]) <= 1) & (np.abs(c - start[1]) <= 1)
+    assert not mines[:, block].any()
+    ours = mines.sum(axis=0)[~block]
+
+    gem_env = MinesweeperEnv(rows=rows, cols=cols, num_mines=num_mines)
+    random.seed(123)
+    theirs = np.zeros((rows, cols), np.int64)
+    for _ in range(n):
+        gem_env.grid = [[0] * cols for _ in range(rows)]
+        gem_env._setup_mines(*start)
+        theirs += np.asarray(gem_env.grid) == -1
+    theirs = theirs[~block]
+
+    expected = np.full(ours.shape, n * num_mines / ours.size)
+    # Each cell is mined with probability k/m; the counts have variance n p (1 - p),
+    # so scale the Pearson statistic by 1/(1 - p) to get a chi-square(m - 1).
+    p = num_mines / ours.size
+    for counts in (ours, theirs):
+        statistic = np.sum((counts - expected) ** 2 / expected) * 1 / (1 - p)
+        assert stats.chi2.sf(statistic, ours.size - 1) > 1e-4, counts
+    table = np.stack([ours, theirs])
+    assert stats.chi2_contingency(table).pvalue > 1e-4
+    # Pairs: two given cells are both mines with probability k(k-1)/(m(m-1)).
+    pair = np.mean(mines[:, ~block][:, 0] & mines[:, ~block][:, -1])
+    m = ours.size
+    exact = num_mines * (num_mines - 1) / (m * (m - 1))
+    assert abs(pair - exact) < 5 * np.sqrt(exact / n) + 1e-3, (pair, exact)
+
+
+def test_first_reveal_on_a_flag_still_places_mines(kits):
+    kit = kits(EASY)
+    state, _ = kit.reset(jax.random.key(0), kit.params)
+    state, ts = kit.step(jax.random.key(0), state, jnp.asarray([FLAG, 2, 2]), kit.params)
+    assert not bool(state.placed) and ts.event.kind == kit.env.messages.kind("flag")
+    state, ts = kit.step(jax.random.key(0), state, jnp.asarray([REVEAL, 2, 2]), kit.params)
+    assert bool(state.placed) and int(state.mines.sum()) == 5
+    assert int(ts.event.kind) == kit.env.messages.kind("reveal_repeat")
+    assert not bool(state.revealed.any()) and float(ts.reward) == 0.0
+    # Out-of-bounds and unknown commands do not place mines.
+    state, _ = kit.reset(jax.random.key(1), kit.params)
+    for action in ([REVEAL, 5, 0], [UNKNOWN, 1, 1], [0, 1, 1]):
+        state, _ = kit.step(jax.random.key(0), state, jnp.asarray(action), kit.params)
+    assert not bool(state.placed) and int(state.turn) == 3
+
+
+# --- flood fill against GEM's BFS ---------------------------------------------------------
+
+
+def test_reveal_matches_gems_bfs_on_random_boards(kits):
+    """Random boards with earlier reveals and flags (flags on mines and on safe
+    cells, unflagged holes next to revealed zeros): one reveal each, compared with
+    GEM's ``_update_grid`` cell by cell, with its reward and success."""
+    kit = kits(HARD)
+    rng = np.random.default_rng(17)
+    n, size = 300, 8
+    gem_env = MinesweeperEnv(rows=size, cols=size, num_mines=12, max_turns=64)
+    fields = {name: [] for name in ("mines", "revealed", "flags")}
+    targets, expected = [], []
+    for _ in range(n):
+        num_mines = int(rng.integers(0, 20))
+        mines = np.zeros(size * size, bool)
+        mines[rng.choice(size * size, num_mines, replace=False)] = True
+        mines = mines.reshape(size, size)
+        counts = np.asarray(adjacent_counts(jnp.asarray(mines)))
+        revealed = ~mines & (rng.random((size, size)) < rng.choice([0.0, 0.2, 0.6]))
+        flags = ~revealed & (rng.random((size, size)) < rng.choice([0.0, 0.1, 0.9]))
+        if rng.random() < 0.5:
+            flags |= mines
+        hidden = np.argwhere(~mines & ~revealed & ~flags)
+        if not len(hidden):
+            continue
+        r, c = hidden[rng.integers(len(hidden))]
+        gem_env.num_mines = num_mines
+        gem_env.grid = np.where(mines, -1, counts).tolist()
+        gem_env.revealed = revealed.tolist()
+        gem_env.flags = flags.tolist()
+        gem_env.first_reveal = False
+        gem_env.turn_count = 0
+        obs, reward, *_ = gem_env.step(f"\\boxed{{reveal {r} {c}}}")
+        expected.append((np.asarray(gem_env.revealed), reward, obs.startswith("Congrat")))
+        for name, value in (("mines", mines), ("revealed", revealed), ("flags", flags)):
+            fields[name].append(value)
+        targets.append((REVEAL, r, c, num_mines))
+    count = len(targets)
+    base, _ = kit.vreset(jax.random.split(jax.random.key(0), count), kit.params)
+    t = np.asarray(targets, np.int32)
+    states = base.replace(
+        placed=jnp.ones((count,), bool),
+        num_mines=jnp.asarray(t[:, 3]),
+        **{name: jnp.asarray(np.stack(v)) for name, v in fields.items()},
+    )
+    states, ts = kit.vstep(
+        jax.random.split(jax.random.key(1), count), states, jnp.asarray(t[:, :3]), kit.params
+    )
+    revealed, rewards, success = (
+        np.asarray(states.revealed),
+        np.asarray(ts.reward),
+        np.asarray(ts.info["success"]),
+    )
+    multi = 0
+    for i, (gem_revealed, reward, won) in enumerate(expected):
+        np.testing.assert_array_equal(revealed[i], gem_revealed, err_msg=str(i))
+        assert rewards[i] == np.float32(reward) and success[i] == won, i
+        multi += int(gem_revealed.sum() - fields["revealed"][i].sum()) > 1
+    assert count > 250 and multi > 50 and success.any()
+
+
+def test_reveal_fraction_is_float32_of_gems():
+    for safe in range(1, 65):
+        for k in range(safe + 1):
+            assert np.float32(k) / np.float32(safe) == np.float32(k / safe)
+
+
+# --- properties ----------------------------------------------------------------------------
+
+ACTIONS = st.lists(
+    st.tuples(
+        st.sampled_from([REVEAL, REVEAL, REVEAL, FLAG, FLAG, UNKNOWN, 0]),
+        st.integers(-1, 8),
+        st.integers(-1, 8),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), actions=ACTIONS)
+def test_board_properties(kits, seed, actions):
+    """Along any action sequence (past the end too): the revealed set only grows;
+    every shown number equals the adjacent mines; flags never reveal; no mine is
+    ever revealed; flags and revealed cells never overlap; the observation's board
+    codes agree with its masks."""
+    kit = kits(RANDOM)
+    key = jax.random.key(seed)
+    state, _ = kit.reset(key, kit.params)
+    for action in actions:
+        before = jax.device_get(state)
+        state, ts = kit.step(key, state, jnp.asarray(action, jnp.int32), kit.params)
+        after, obs = jax.device_get((state, ts.observation))
+        assert (after.revealed >= before.revealed).all()
+        if action[0] != REVEAL:
+            np.testing.assert_array_equal(after.revealed, before.revealed)
+        assert not (after.revealed & after.mines).any()
+        assert not (after.revealed & after.flags).any()
+        counts = np.asarray(adjacent_counts(jnp.asarray(after.mines)))
+        board = obs["board"]
+        np.testing.assert_array_equal(board[after.revealed], counts[after.revealed])
+        np.testing.assert_array_equal(obs["revealed"], after.revealed)
+        np.testing.assert_array_equal(obs["flags"], after.flags)
+        hidden = obs["active"] & ~after.revealed
+        np.testing.assert_array_equal(board[hidden], np.where(after.flags, 10, HIDDEN)[hidden])
+        # The text shows the same board.
+        n = int(after.rows)
+        text = kit.env.suffix.render({"rows": n, "cols": n, "board": board.reshape(-1).tolist()})
+        lines = text.split("\n")[2 : 2 + n]
+        assert [line[3:] for line in lines] == [
+            "".join(CELLS[v] for v in board[r, :n]) for r in range(n)
+        ]
