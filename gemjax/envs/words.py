@@ -18,6 +18,7 @@ import functools
 import importlib.resources
 import string
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -32,6 +33,17 @@ LETTERS = string.ascii_uppercase
 # Symbols of letter codes for ``SymbolList`` slots: code 0 prints nothing.
 LETTER_SYMBOLS = ("", *LETTERS)
 WORD_LISTS = ("en", "en-basic")
+
+
+def write_nltk_data(root: Path) -> Path:
+    """Lay out the shipped lists as NLTK data (``root/corpora/words/{en,en-basic,README}``)
+    and return ``root``: with ``NLTK_DATA=root``, ``gem-llm``'s word games run offline."""
+    target = root / "corpora" / "words"
+    target.mkdir(parents=True, exist_ok=True)
+    source = importlib.resources.files("gemjax.envs").joinpath("data", "nltk_words")
+    for name in (*WORD_LISTS, "README"):
+        (target / name).write_bytes(source.joinpath(name).read_bytes())
+    return root
 
 
 @functools.cache

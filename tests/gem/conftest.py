@@ -20,19 +20,13 @@ def nltk_words(tmp_path_factory):
     """Point NLTK at the word lists shipped in gemjax (``corpora/words/{en,en-basic,README}``
     in a tmp folder), so GEM's Wordle and Hangman run offline. Request it before any
     GEM word game is constructed."""
-    import importlib.resources
     import os
-    import shutil
 
     import nltk
 
-    root = tmp_path_factory.mktemp("nltk_data")
-    target = root / "corpora" / "words"
-    target.mkdir(parents=True)
-    source = importlib.resources.files("gemjax.envs").joinpath("data", "nltk_words")
-    for name in ("en", "en-basic", "README"):
-        with importlib.resources.as_file(source.joinpath(name)) as path:
-            shutil.copyfile(path, target / name)
+    from gemjax.envs.words import write_nltk_data
+
+    root = write_nltk_data(tmp_path_factory.mktemp("nltk_data"))
     previous = os.environ.get("NLTK_DATA")
     os.environ["NLTK_DATA"] = str(root)
     nltk.data.path.insert(0, str(root))
