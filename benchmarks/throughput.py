@@ -1,14 +1,19 @@
-"""Throughput of gemjax against GEM (``gem-llm``), in one run, as ratios.
+"""Throughput of gemjax against GEM (``gem-llm``) and Jumanji, in one run, as ratios.
 
-1. Kernel: ``lax.scan`` of ``vmap(AutoReset(env).step)`` inside one jit, uniform
-   random actions drawn for the whole batch in one call per step, per-lane keys;
-   compile time reported apart. Against GEM's single-env Python loop on the same
-   game (``sample_random_action``, ``step``, ``reset`` when done).
-2. Text: ``gemjax.gem.make_vec`` with 64 envs against GEM's ``SyncVectorEnv`` with
-   64, stepping the same pre-generated action strings.
+1. Kernel sweep (``--env``, default GuessTheNumber-hard): ``lax.scan`` of
+   ``vmap(AutoReset(env).step)`` inside one jit, uniform random actions drawn for the
+   whole batch in one call per step, per-lane keys, at batch 1 to 16384; compile time
+   apart. Against GEM's single-env Python loop on the same game
+   (``sample_random_action``, ``step``, ``reset`` when done).
+2. Every registered game at batch 4096 against GEM's loop on the same id.
+3. Minesweeper against Jumanji's ``Minesweeper`` (its default 10x10 with 10 mines, and
+   8x8 with 12 mines like GEM's ``-hard``), same batch sizes, uniform random actions
+   drawn in one call, auto-reset on for both.
+4. Text: ``gemjax.gem.make_vec`` with 64 and 1024 envs against GEM's ``SyncVectorEnv``
+   with as many, stepping the same pre-generated action strings.
 
-Usage: ``python benchmarks/throughput.py [--env ID] [--quick]``; prints a table
-and writes ``benchmarks/results/throughput_<platform>.json``.
+Usage: ``python benchmarks/throughput.py [--env ID] [--quick]``; prints tables and
+writes ``benchmarks/results/throughput_<platform>.json``.
 """
 
 from __future__ import annotations
@@ -17,32 +22,85 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import platform
 import random
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
+import gemjax
 from gemjax.benchmark import measure
+from gemjax.envs.words import write_nltk_data
 
 BATCH_SIZES = (1, 64, 1024, 4096, 16384)
+GAME_BATCH = 4096
+JUMANJI_BATCHES = (1024, 4096)
 RESULTS = Path(__file__).parent / "results"
 
 
-def gem_loop_steps_per_second(env_id: str, num_steps: int) -> float:
-    """GEM's single-env Python loop: sample, step, reset when done."""
+def gem_loop_steps_per_second(env_id: str, seconds: float) -> float:
+    """GEM's single-env Python loop (sample, step, reset when done) for ``seconds``."""
     import gem
 
     env = gem.make(env_id)
     env.reset(seed=0)
+    steps, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        for _ in range(50):
+            _, _, terminated, truncated, _ = env.step(env.sample_random_action())
+            if terminated or truncated:
+                env.reset()
+        steps += 50
+    return steps / elapsed
+
+
+def jumanji_minesweeper(batch_size: int, num_steps: int, rows: int, cols: int, mines: int):
+    """Steps/s and compile seconds of Jumanji's Minesweeper under our protocol."""
+    from jumanji.environments.logic.minesweeper import Minesweeper
+    from jumanji.environments.logic.minesweeper.generator import UniformSamplingGenerator
+    from jumanji.wrappers import AutoResetWrapper
+
+    env = AutoResetWrapper(Minesweeper(UniformSamplingGenerator(rows, cols, mines)))
+    sizes = jnp.asarray([rows, cols], jnp.uint32)
+
+    def rollout(key: jax.Array) -> jax.Array:
+        key, reset_key = jax.random.split(key)
+        state, _ = jax.vmap(env.reset)(jax.random.split(reset_key, batch_size))
+
+        def one_step(carry, step_key):
+            state, episodes = carry
+            bits = jax.random.bits(step_key, (batch_size, 2), jnp.uint32)
+            actions = (bits % sizes).astype(jnp.int32)
+            state, ts = jax.vmap(env.step)(state, actions)
+            return (state, episodes + jnp.sum(ts.last(), dtype=jnp.int32)), None
+
+        (_, episodes), _ = jax.lax.scan(
+            one_step, (state, jnp.int32(0)), jax.random.split(key, num_steps)
+        )
+        return episodes
+
+    return time_compiled(jax.jit(rollout), batch_size * num_steps)
+
+
+def time_compiled(function: Any, steps: int) -> tuple[float, float]:
+    """``(steps per second, compile seconds)`` of a jitted ``function(key)``."""
+    key = jax.random.key(0)
     start = time.perf_counter()
-    for _ in range(num_steps):
-        _, _, terminated, truncated, _ = env.step(env.sample_random_action())
-        if terminated or truncated:
-            env.reset()
-    return num_steps / (time.perf_counter() - start)
+    compiled = function.lower(key).compile()
+    compile_seconds = time.perf_counter() - start
+    jax.block_until_ready(compiled(key))
+    best = float("inf")
+    for repeat in range(3):
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(jax.random.key(repeat + 1)))
+        best = min(best, time.perf_counter() - start)
+    return steps / best, compile_seconds
 
 
 def random_actions(num_envs: int, rounds: int, low: int, high: int) -> list[list[str]]:
@@ -86,42 +144,112 @@ def compare_vector(env_id: str, num_envs: int, num_calls: int) -> dict[str, floa
     }
 
 
+def kernel_sweep(env_id: str, scale: float, gem_rate: float) -> list[dict[str, Any]]:
+    """Section 1: one game over :data:`BATCH_SIZES`."""
+    print(f"\n== {env_id}: GEM loop {gem_rate:,.0f} steps/s ({1e6 / gem_rate:.2f} us/step)")
+    print(f"{'batch':>6s} {'steps/s':>14s} {'ns/step':>9s} {'x GEM':>8s} {'compile s':>9s}")
+    rows = []
+    for batch_size in BATCH_SIZES:
+        num_steps = max(50, int(scale * min(2000, 4_000_000 // batch_size)))
+        result = measure(env_id, batch_size, num_steps)
+        rows.append({**result.as_dict(), "ratio_vs_gem": result.steps_per_second / gem_rate})
+        print(
+            f"{batch_size:6d} {result.steps_per_second:14,.0f} "
+            f"{1e9 / result.steps_per_second:9.1f} {rows[-1]['ratio_vs_gem']:8.1f} "
+            f"{result.compile_seconds:9.2f}"
+        )
+    return rows
+
+
+def all_games(scale: float, gem_seconds: float) -> list[dict[str, Any]]:
+    """Section 2: every registered id at :data:`GAME_BATCH`, against GEM's loop."""
+    import gem
+
+    print(f"\n== every game at batch {GAME_BATCH}")
+    print(f"{'env id':42s} {'steps/s':>13s} {'GEM loop':>10s} {'x GEM':>8s} {'compile s':>9s}")
+    rows = []
+    for env_id in gemjax.list_envs():
+        result = measure(env_id, GAME_BATCH, max(20, int(200 * scale)))
+        gem_rate = None  # hard-no-max-turn is not a GEM id
+        if env_id in gem.envs.registration.ENV_REGISTRY:
+            gem_rate = gem_loop_steps_per_second(env_id, gem_seconds)
+        ratio = result.steps_per_second / gem_rate if gem_rate else None
+        rows.append({**result.as_dict(), "gem_steps_per_second": gem_rate, "ratio_vs_gem": ratio})
+        print(
+            f"{env_id:42s} {result.steps_per_second:13,.0f} "
+            f"{gem_rate or float('nan'):10,.0f} {ratio or float('nan'):8.1f} "
+            f"{result.compile_seconds:9.2f}"
+        )
+    return rows
+
+
+def against_jumanji(scale: float) -> list[dict[str, Any]]:
+    """Section 3: Minesweeper against Jumanji's."""
+    print("\n== Minesweeper against Jumanji (uniform random actions, auto-reset)")
+    print(f"{'config':28s} {'batch':>6s} {'gemjax/s':>13s} {'jumanji/s':>13s} {'ratio':>7s}")
+    rows = []
+    configs = [("10x10, 10 mines", 10, 10, 10, None), ("8x8, 12 mines", 8, 8, 12, "hard")]
+    for label, rows_, cols, mines, gem_variant in configs:
+        for batch_size in JUMANJI_BATCHES:
+            num_steps = max(20, int(scale * 200))
+            kwargs = {} if gem_variant else {"rows": rows_, "cols": cols, "num_mines": mines}
+            env_id = "game:Minesweeper-v0-hard"
+            ours = measure(env_id, batch_size, num_steps, **kwargs)
+            theirs, jumanji_compile = jumanji_minesweeper(batch_size, num_steps, rows_, cols, mines)
+            ratio = ours.steps_per_second / theirs
+            rows.append(
+                {
+                    "config": label,
+                    "batch_size": batch_size,
+                    "gemjax_steps_per_second": ours.steps_per_second,
+                    "jumanji_steps_per_second": theirs,
+                    "gemjax_compile_seconds": ours.compile_seconds,
+                    "jumanji_compile_seconds": jumanji_compile,
+                    "ratio": ratio,
+                }
+            )
+            print(
+                f"{label:28s} {batch_size:6d} {ours.steps_per_second:13,.0f} "
+                f"{theirs:13,.0f} {ratio:7.2f}"
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--env", default="game:GuessTheNumber-v0-hard")
     parser.add_argument("--quick", action="store_true", help="fewer steps (smoke test)")
     args = parser.parse_args()
-    steps_scale = 0.1 if args.quick else 1.0
+    scale = 0.1 if args.quick else 1.0
+    gem_seconds = 0.3 if args.quick else 2.0
+    os.environ["NLTK_DATA"] = str(write_nltk_data(Path(tempfile.mkdtemp())))
 
-    gem_rate = gem_loop_steps_per_second(args.env, int(50_000 * steps_scale))
-    kernel_rows = []
-    print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), env: {args.env}")
-    print(f"GEM single-env Python loop: {gem_rate:,.0f} steps/s ({1e6 / gem_rate:.2f} us/step)\n")
-    print(f"{'batch':>6s} {'steps/s':>14s} {'ns/step':>9s} {'x GEM':>8s} {'compile s':>9s}")
-    for batch_size in BATCH_SIZES:
-        num_steps = max(50, int(steps_scale * min(2000, 4_000_000 // batch_size)))
-        result = measure(args.env, batch_size, num_steps)
-        row = {**result.as_dict(), "ratio_vs_gem": result.steps_per_second / gem_rate}
-        kernel_rows.append(row)
+    print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()})")
+    gem_rate = gem_loop_steps_per_second(args.env, gem_seconds)
+    sweep = kernel_sweep(args.env, scale, gem_rate)
+    games = all_games(scale, gem_seconds)
+    jumanji = against_jumanji(scale)
+    print("\n== text API: make_vec(N) against GEM's SyncVectorEnv(N), same action strings")
+    vector = []
+    for num_envs in (64, 1024):
+        calls = max(5, int(scale * 300 * 64 / num_envs))
+        vector.append(compare_vector(args.env, num_envs, calls))
         print(
-            f"{batch_size:6d} {result.steps_per_second:14,.0f} "
-            f"{1e9 / result.steps_per_second:9.1f} {row['ratio_vs_gem']:8.1f} "
-            f"{result.compile_seconds:9.2f}"
+            f"N={num_envs:5d}: gemjax {vector[-1]['gemjax_steps_per_second']:,.0f} steps/s, "
+            f"GEM {vector[-1]['gem_steps_per_second']:,.0f} steps/s: {vector[-1]['ratio']:.2f}x"
         )
-    vector = compare_vector(args.env, 64, int(300 * steps_scale) or 10)
-    print(
-        f"\nmake_vec(64) {vector['gemjax_steps_per_second']:,.0f} steps/s vs GEM SyncVectorEnv(64) "
-        f"{vector['gem_steps_per_second']:,.0f} steps/s: {vector['ratio']:.2f}x"
-    )
     report = {
         "env_id": args.env,
         "platform": jax.default_backend(),
         "device": jax.devices()[0].device_kind,
         "machine": platform.machine(),
-        "cpu_count": jax.device_count(),
+        "cpu_count": os.cpu_count(),
         "jax_version": jax.__version__,
+        "numpy_version": np.__version__,
         "gem_loop_steps_per_second": gem_rate,
-        "kernel": kernel_rows,
+        "kernel": sweep,
+        "games": games,
+        "jumanji_minesweeper": jumanji,
         "vector_text": vector,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -72,9 +72,11 @@ def make_rollout(env: Environment, batch_size: int, num_steps: int):
     return rollout
 
 
-def measure(env_id: str, batch_size: int, num_steps: int, repeats: int = 3) -> Throughput:
-    """Compile and time a random rollout of ``env_id``."""
-    env = make(env_id)
+def measure(
+    env_id: str, batch_size: int, num_steps: int, repeats: int = 3, **make_kwargs: Any
+) -> Throughput:
+    """Compile and time a random rollout of ``gemjax.make(env_id, **make_kwargs)``."""
+    env = make(env_id, **make_kwargs)
     rollout = jax.jit(make_rollout(env, batch_size, num_steps))
     key = jax.random.key(0)
     start = time.perf_counter()

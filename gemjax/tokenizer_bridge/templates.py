@@ -31,6 +31,7 @@ Slot kinds:
 
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -457,9 +458,20 @@ class MessageTable:
     def render(
         self, kind: int, args: Sequence[int], echoes: Mapping[str, str] | None = None
     ) -> str:
-        """Host rendering of one event given as plain integers."""
+        """Host rendering of one event given as plain integers.
+
+        Rendering is a pure function of ``(kind, args, echoes)``, so recent results
+        are memoised (a game's observations repeat a lot: same turn, same guess).
+        """
         if len(args) != len(self.arg_names):
             raise ValueError(f"expected {len(self.arg_names)} event args, got {len(args)}")
+        return self._render_memo(int(kind), tuple(args), tuple(echoes.items()) if echoes else ())
+
+    @functools.lru_cache(maxsize=1 << 16)  # noqa: B019 - tables live as long as their game
+    def _render_memo(self, kind: int, args: tuple[int, ...], echo_items: tuple) -> str:
+        return self._render(kind, args, dict(echo_items))
+
+    def _render(self, kind: int, args: Sequence[int], echoes: Mapping[str, str]) -> str:
         text_format, choices, lists = self._renderers[int(kind)]
         values: dict[str, object] = dict(zip(self.arg_names, map(int, args), strict=True))
         for name, options in choices:
