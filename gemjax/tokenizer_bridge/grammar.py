@@ -101,6 +101,9 @@ class BoxedInt(Grammar):
 
     def parse(self, text: str) -> ParsedAction:
         digits = self.last_groups(text)
+        if digits is not None and len(digits) < INT32_MAX_DIGITS and digits.isascii():
+            value = int(digits)  # the common case: a short ASCII number
+            return ParsedAction(value, True, {self.slot: str(value)})
         value_text = normalise_digits(digits) if digits is not None else None
         if value_text is None:
             return ParsedAction(0, False, {})

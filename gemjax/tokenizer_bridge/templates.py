@@ -31,10 +31,11 @@ Slot kinds:
 
 from __future__ import annotations
 
-import functools
+import operator
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -330,6 +331,9 @@ class Template:
         return tuple(piece for piece in self.pieces if not isinstance(piece, str))
 
 
+MEMO_SIZE = 1 << 16  # rendered messages kept per table
+
+
 class MessageTable:
     """A game's messages, numbered in declaration order.
 
@@ -410,6 +414,26 @@ class MessageTable:
             [(c.name, c.fallback) for c in t.slots if isinstance(c, Echo)]
             for t in templates.values()
         ]
+        # Memoisation: a message's text depends only on the args its slots read (and on
+        # the echoes, for templates with echo slots).
+        self._memo: dict[tuple, str] = {}
+        self._memo_keys = [self._memo_key(t) for t in templates.values()]
+
+    def _memo_key(self, template: Template) -> tuple[Callable[[Sequence[int]], Any], bool]:
+        """``(args -> the args the template reads, whether it reads echoes)``."""
+        names: list[str] = []
+        for slot in template.slots:
+            names.append(slot.name)
+            if isinstance(slot, IntList):
+                names.append(slot.length)
+            if isinstance(slot, Board):
+                names += [n for n in (slot.rows, slot.cols) if n is not None]
+        indices = sorted({i for n in names for i in range(*self.arg_slices[n].indices(1 << 30))})
+        getter = operator.itemgetter(*indices) if indices else (lambda args: ())
+        uses_echoes = any(
+            getattr(slot, "echo", False) or isinstance(slot, Echo) for slot in template.slots
+        )
+        return getter, uses_echoes
 
     def kind(self, name: str) -> int:
         """The event kind (a Python int) of message ``name``."""
@@ -465,11 +489,15 @@ class MessageTable:
         """
         if len(args) != len(self.arg_names):
             raise ValueError(f"expected {len(self.arg_names)} event args, got {len(args)}")
-        return self._render_memo(int(kind), tuple(args), tuple(echoes.items()) if echoes else ())
-
-    @functools.lru_cache(maxsize=1 << 16)  # noqa: B019 - tables live as long as their game
-    def _render_memo(self, kind: int, args: tuple[int, ...], echo_items: tuple) -> str:
-        return self._render(kind, args, dict(echo_items))
+        kind = int(kind)
+        used_args, uses_echoes = self._memo_keys[kind]
+        key = (kind, used_args(args), tuple(echoes.items()) if echoes and uses_echoes else ())
+        text = self._memo.get(key)
+        if text is None:
+            if len(self._memo) >= MEMO_SIZE:
+                self._memo.clear()
+            text = self._memo[key] = self._render(kind, args, echoes or {})
+        return text
 
     def _render(self, kind: int, args: Sequence[int], echoes: Mapping[str, str]) -> str:
         text_format, choices, lists = self._renderers[int(kind)]
