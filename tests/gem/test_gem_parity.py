@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 from gem.envs.game_env.guess_the_number import GuessTheNumberEnv
 from gem.wrappers.observation_wrapper import ObservationWrapper
+from step_parity import check_step
 
 import gemjax
 import gemjax.gem as gg
@@ -245,24 +246,6 @@ class ActionStream:
 def describe(action: str) -> str:
     text = repr(action)
     return text if len(text) <= 300 else f"{text[:300]}... ({len(action)} chars)"
-
-
-def check_step(ours: tuple, theirs: tuple) -> list[str]:
-    """The ways two step 5-tuples differ (empty when equal)."""
-    problems = []
-    (o_obs, o_reward, o_term, o_trunc, o_info) = ours
-    (g_obs, g_reward, g_term, g_trunc, g_info) = theirs
-    if not (type(o_obs) is str and o_obs == g_obs):
-        problems.append("observation")
-    if not (type(o_reward) is float and np.float32(o_reward) == np.float32(g_reward)):
-        problems.append("reward")
-    if not (type(o_term) is bool and o_term == g_term):
-        problems.append("terminated")
-    if not (type(o_trunc) is bool and o_trunc == g_trunc):
-        problems.append("truncated")
-    if o_info != g_info:
-        problems.append("info")
-    return problems
 
 
 def run_episodes(env_id: str, episodes: int, stream_seed: int) -> Counter:

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from gem.envs.game_env.hangman import HangmanEnv
 from gem.envs.game_env.wordle import WordleEnv
+from step_parity import check_step
 
 import gemjax
 import gemjax.gem as gg
@@ -177,23 +178,6 @@ def classify(obs: str) -> str:
         if pattern in obs:
             return kind
     return "other"
-
-
-def check_step(mine: tuple, theirs: tuple) -> list[str]:
-    o_obs, o_reward, o_term, o_trunc, o_info = mine
-    g_obs, g_reward, g_term, g_trunc, g_info = theirs
-    problems = []
-    if not (type(o_obs) is str and o_obs == g_obs):
-        problems.append("observation")
-    if not (type(o_reward) is float and np.float32(o_reward) == np.float32(g_reward)):
-        problems.append("reward")
-    if not (type(o_term) is bool and o_term == g_term):
-        problems.append("terminated")
-    if not (type(o_trunc) is bool and o_trunc == g_trunc):
-        problems.append("truncated")
-    if o_info != g_info:
-        problems.append("info")
-    return problems
 
 
 def run_parity(gem_env, env_id: str, stream_seed: int, episodes: int) -> tuple[Counter, Counter]:
