@@ -69,6 +69,19 @@ class TimeStep:
         """bool[]: ``terminated | truncated``."""
         return jnp.logical_or(self.terminated, self.truncated)
 
+    @classmethod
+    def first(cls, observation: Any, event: Event) -> TimeStep:
+        """A reset's timestep: reward 0, not done, ``info = {"success": False}`` (the
+        info keys every game's step returns too)."""
+        return cls(
+            observation=observation,
+            reward=jnp.float32(0.0),
+            terminated=jnp.bool_(False),
+            truncated=jnp.bool_(False),
+            event=event,
+            info={"success": jnp.bool_(False)},
+        )
+
 
 INT32_MAX = 2**31 - 1
 

@@ -226,14 +226,7 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
             turn=jnp.int32(0),
             guessed_bits=bitset.empty(self.capacity),
         )
-        ts = TimeStep(
-            observation=self._observation(state),
-            reward=jnp.float32(0.0),
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-            event=self.instructions_event(state),
-            info={"success": jnp.bool_(False)},
-        )
+        ts = TimeStep.first(self._observation(state), self.instructions_event(state))
         return state, ts
 
     def step(

@@ -220,14 +220,7 @@ class Hangman(WordGame[HangmanState]):
             revealed=jnp.zeros((self.size,), jnp.bool_),
             guessed=jnp.zeros((len(ALPHABET),), jnp.bool_),
         )
-        ts = TimeStep(
-            observation=self._observation(state),
-            reward=jnp.float32(0.0),
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-            event=self.instructions_event(state),
-            info={"success": jnp.bool_(False)},
-        )
+        ts = TimeStep.first(self._observation(state), self.instructions_event(state))
         return state, ts
 
     def step(

@@ -299,14 +299,7 @@ class Mastermind(Environment[MastermindState, MastermindParams]):
             white=jnp.zeros((self.history,), jnp.int32),
             seen=jnp.zeros((self.num_words,), jnp.int32),
         )
-        ts = TimeStep(
-            observation=self._observation(state),
-            reward=jnp.float32(0.0),
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-            event=self.instructions_event(state),
-            info={"success": jnp.bool_(False)},
-        )
+        ts = TimeStep.first(self._observation(state), self.instructions_event(state))
         return state, ts
 
     def step(

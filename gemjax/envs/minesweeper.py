@@ -335,14 +335,7 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
             flags=board,
             priority=(words[:cells] >> 1).astype(jnp.int32).reshape(self.shape),
         )
-        ts = TimeStep(
-            observation=self._observation(state),
-            reward=jnp.float32(0.0),
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-            event=self.instructions_event(state),
-            info={"success": jnp.bool_(False)},
-        )
+        ts = TimeStep.first(self._observation(state), self.instructions_event(state))
         return state, ts
 
     def step(

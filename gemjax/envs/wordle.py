@@ -199,14 +199,7 @@ class Wordle(WordGame[WordleState]):
             guesses=jnp.zeros((self.history, self.size), jnp.int32),
             feedback=jnp.zeros((self.history, self.size), jnp.int32),
         )
-        ts = TimeStep(
-            observation=self._observation(state),
-            reward=jnp.float32(0.0),
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-            event=self.instructions_event(state),
-            info={"success": jnp.bool_(False)},
-        )
+        ts = TimeStep.first(self._observation(state), self.instructions_event(state))
         return state, ts
 
     def step(
