@@ -14,6 +14,7 @@ import pytest
 from gem.envs.game_env.minesweeper import MinesweeperEnv
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernel_contract import assert_trees_equal, check_reset_step_structure, lane
 from scipy import stats
 
 import gemjax
@@ -52,18 +53,6 @@ def _keep_global_rng():
     yield
     random.setstate(py_state)
     np.random.set_state(np_state)
-
-
-def assert_trees_equal(actual, expected) -> None:
-    assert jax.tree.structure(actual) == jax.tree.structure(expected)
-    for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
-        a, e = np.asarray(a), np.asarray(e)
-        assert a.dtype == e.dtype and a.shape == e.shape
-        np.testing.assert_array_equal(a, e)
-
-
-def lane(tree, i: int):
-    return jax.tree.map(lambda x: x[i], tree)
 
 
 def random_actions(rng: np.random.Generator, env: Minesweeper, batch: int) -> np.ndarray:
@@ -279,30 +268,12 @@ def test_vmap_matches_python_loop(kit):
 
 
 def test_reset_and_step_have_identical_structure_and_dtypes(kit):
-    env, params = kit.env, kit.params
-    key = jax.random.key(0)
+    env = kit.env
     action = jnp.zeros((3,), jnp.int32)
-    reset_out = jax.eval_shape(env.reset, key, params)
-    step_out = jax.eval_shape(env.step, key, reset_out[0], action, params)
-    assert jax.tree.structure(reset_out) == jax.tree.structure(step_out)
-    for r, s in zip(jax.tree.leaves(reset_out), jax.tree.leaves(step_out), strict=True):
-        assert (r.dtype, r.shape, r.weak_type) == (s.dtype, s.shape, s.weak_type)
-    state, ts = kit.reset(key, params)
-    for leaf, abstract in zip(
-        jax.tree.leaves((state, ts)), jax.tree.leaves(reset_out), strict=True
-    ):
-        assert (leaf.dtype, leaf.shape, leaf.weak_type) == (
-            abstract.dtype,
-            abstract.shape,
-            abstract.weak_type,
-        )
-    assert ts.reward.dtype == jnp.float32 and ts.terminated.dtype == jnp.bool_
-    assert ts.event.args.shape == (len(env.messages.arg_names),)
-    assert set(ts.observation) == OBS_KEYS and set(ts.info) == {"success"}
+    _, ts = check_reset_step_structure(kit, action, OBS_KEYS)
     assert ts.observation["board"].shape == env.shape and ts.observation["board"].dtype == jnp.int8
     for name in ("revealed", "flags", "active"):
         assert ts.observation[name].shape == env.shape and ts.observation[name].dtype == jnp.bool_
-    assert env.action_space(params).shape == action.shape
     assert "mines" not in ts.observation and "priority" not in ts.observation
 
 

@@ -11,20 +11,9 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+from kernel_contract import assert_trees_equal, check_reset_step_structure, lane
 
 Actions = Callable[[np.random.Generator, object, int], np.ndarray]
-
-
-def assert_trees_equal(actual, expected) -> None:
-    assert jax.tree.structure(actual) == jax.tree.structure(expected)
-    for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
-        a, e = np.asarray(a), np.asarray(e)
-        assert a.dtype == e.dtype and a.shape == e.shape
-        np.testing.assert_array_equal(a, e)
-
-
-def lane(tree, i: int):
-    return jax.tree.map(lambda x: x[i], tree)
 
 
 def with_secret(actions: np.ndarray, states, lanes: list[int]) -> np.ndarray:
@@ -73,29 +62,11 @@ def check_vmap_matches_loop(kit, actions: Actions, batch: int = 8, steps: int = 
 
 
 def check_structure(kit, obs_keys: set[str]) -> None:
-    env, params = kit.env, kit.params
-    key = jax.random.key(0)
+    env = kit.env
     action = jnp.zeros((env.size + 1,), jnp.int32)
-    reset_out = jax.eval_shape(env.reset, key, params)
-    step_out = jax.eval_shape(env.step, key, reset_out[0], action, params)
-    assert jax.tree.structure(reset_out) == jax.tree.structure(step_out)
-    for r, s in zip(jax.tree.leaves(reset_out), jax.tree.leaves(step_out), strict=True):
-        assert (r.dtype, r.shape, r.weak_type) == (s.dtype, s.shape, s.weak_type)
-    state, ts = kit.reset(key, params)
-    for leaf, abstract in zip(
-        jax.tree.leaves((state, ts)), jax.tree.leaves(reset_out), strict=True
-    ):
-        assert (leaf.dtype, leaf.shape, leaf.weak_type) == (
-            abstract.dtype,
-            abstract.shape,
-            abstract.weak_type,
-        )
-    assert ts.reward.dtype == jnp.float32 and ts.terminated.dtype == jnp.bool_
-    assert ts.event.args.shape == (len(env.messages.arg_names),)
-    assert set(ts.observation) == obs_keys and set(ts.info) == {"success"}
+    state, ts = check_reset_step_structure(kit, action, obs_keys)
     for name in ("turn", "word_length", "max_turns"):
         assert ts.observation[name].shape == () and ts.observation[name].dtype == jnp.int32
-    assert env.action_space(params).shape == action.shape
     assert "secret" not in ts.observation
     # Nothing in the observation equals the secret's letters at reset.
     secret = np.asarray(state.secret)
