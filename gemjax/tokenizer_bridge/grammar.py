@@ -168,6 +168,51 @@ class BoxedIntList(Grammar):
         return "\\boxed{" + " ".join(entries) + "}"
 
 
+def read_numbers(groups: tuple[str, ...]) -> list[str] | None:
+    """Normalised ASCII text of each ``\\d+`` group, or None if ``int()`` refuses one."""
+    numbers = [normalise_digits(g) for g in groups]
+    return None if any(n is None for n in numbers) else numbers  # type: ignore[return-value]
+
+
+class BoxedInts(Grammar):
+    """``\\boxed{(\\d+)\\s(\\d+)...}``: ``len(int_slots)`` non-negative integers, each
+    after **exactly one** whitespace character (Sudoku's ``\\boxed{1 2 5}``); GEM reads
+    them with ``int()``.
+
+    The kernel action is int32[1 + len(int_slots)]: ``[1, n_0, n_1, ...]`` with numbers
+    clamped to ``2**31 - 1``, or all zeros for a format error (no match, or a number
+    ``int()`` refuses). Echoes: each of ``int_slots`` its number as ``int()`` read it.
+    """
+
+    def __init__(self, int_slots: tuple[str, ...]) -> None:
+        if not int_slots:
+            raise ValueError("BoxedInts needs at least one number")
+        self.int_slots = tuple(int_slots)
+        self.pattern = re.compile(r"\\boxed{" + r"\s".join([r"(\d+)"] * len(int_slots)) + "}")
+
+    def format_error(self) -> np.ndarray:
+        """The kernel action of a format error (all zeros)."""
+        return np.zeros(1 + len(self.int_slots), np.int32)
+
+    def parse(self, text: str) -> ParsedAction:
+        groups = self.last_groups(text)
+        if groups is None:
+            return ParsedAction(self.format_error(), False, {})
+        numbers = read_numbers(groups if isinstance(groups, tuple) else (groups,))
+        if numbers is None:
+            return ParsedAction(self.format_error(), False, {})
+        action = np.asarray([1, *(clamp_decimal(n) for n in numbers)], np.int32)
+        return ParsedAction(action, True, dict(zip(self.int_slots, numbers, strict=True)))
+
+    def render(self, action: np.ndarray) -> str:
+        """``\\boxed{n_0 n_1 ...}`` (negative numbers written as 0); a format-error
+        action (first entry <= 0) gives ``\\boxed{}``."""
+        action = np.asarray(action)
+        if int(action[0]) <= 0:
+            return "\\boxed{}"
+        return "\\boxed{" + " ".join(str(max(int(v), 0)) for v in action[1:]) + "}"
+
+
 class BoxedCommand(Grammar):
     """``\\boxed{([a-zA-Z]+)\\s(\\d+)\\s(\\d+)...}``: an ASCII command word and
     ``len(int_slots)`` non-negative integers, each after **exactly one** whitespace
@@ -210,8 +255,8 @@ class BoxedCommand(Grammar):
         if groups is None:
             return ParsedAction(self.format_error(), False, {})
         word = groups[0].lower()
-        numbers = [normalise_digits(g) for g in groups[1:]]
-        if any(n is None for n in numbers):
+        numbers = read_numbers(groups[1:])
+        if numbers is None:
             return ParsedAction(self.format_error(), False, {})
         code = self.commands.index(word) + 1 if word in self.commands else self.unknown
         action = np.asarray([code, *(clamp_decimal(n) for n in numbers)], np.int32)  # type: ignore[arg-type]
