@@ -33,7 +33,8 @@ Mine placement is drawn on device without a loop: at reset every cell gets a
 random 31-bit priority (kept in the state; it is noise, not a key), and the first
 reveal mines the ``num_mines`` allowed cells of smallest priority (ties, with
 probability below ``cells**2 / 2**32``, favour the earlier cell). The flood fill is
-a dilation by shifts repeated until nothing changes, at most ``rows * cols`` times.
+a dilation by shifts of bit rows repeated until nothing changes, at most
+``rows * cols`` times.
 
 Observation (what the player sees, never the mines), a dict of:
     ``board``: int8[R, C] cell codes as printed: ``0..8`` a revealed cell's number,
@@ -204,33 +205,85 @@ def flood_fill(start: jax.Array, zero: jax.Array, blocked: jax.Array) -> jax.Arr
     Cells in the set that are ``zero`` expand to their neighbours that are not
     ``blocked``; repeated until nothing changes (at most ``R * C`` times: the BFS
     depth is below the number of cells), so the closure equals GEM's queue order-free.
+    Boards up to 32 columns grow as one uint32 bit-row per board row (8x fewer
+    values per round than bools); wider ones as bool grids.
     """
-    limit = start.shape[-2] * start.shape[-1]
+    if start.shape[-1] <= 32:
+        return unpack_rows(
+            _grow_bit_rows(pack_rows(start), pack_rows(zero), pack_rows(~blocked), start.shape),
+            start.shape[-1],
+        )
+    return _grow_until_stable(
+        start, lambda cells: cells | (dilate(cells & zero) & ~blocked), start.shape
+    )
 
-    def grow(carry):
+
+def pack_rows(cells: jax.Array) -> jax.Array:
+    """uint32[R]: bit ``c`` of row ``r`` is ``cells[r, c]`` (bool[R, C], C <= 32)."""
+    weights = jnp.left_shift(jnp.uint32(1), jnp.arange(cells.shape[-1], dtype=jnp.uint32))
+    return jnp.sum(jnp.where(cells, weights, jnp.uint32(0)), axis=-1, dtype=jnp.uint32)
+
+
+def unpack_rows(rows: jax.Array, width: int) -> jax.Array:
+    """bool[R, width]: the inverse of :func:`pack_rows`."""
+    bits = jnp.arange(width, dtype=jnp.uint32)
+    return (jnp.right_shift(rows[..., None], bits) & jnp.uint32(1)).astype(jnp.bool_)
+
+
+def _grow_bit_rows(
+    start: jax.Array, zero: jax.Array, free: jax.Array, shape: tuple[int, ...]
+) -> jax.Array:
+    """uint32[R]: :func:`flood_fill` on bit rows (``free`` = not blocked)."""
+    width_mask = jnp.uint32((1 << shape[-1]) - 1)
+    free = free & width_mask
+    none = jnp.zeros((1,), jnp.uint32)
+
+    def grow(cells: jax.Array) -> jax.Array:
+        source = cells & zero
+        row = source | jnp.left_shift(source, 1) | jnp.right_shift(source, 1)
+        up = jnp.concatenate([row[1:], none])
+        down = jnp.concatenate([none, row[:-1]])
+        return cells | ((row | up | down) & free)
+
+    return _grow_until_stable(start, grow, shape)
+
+
+def _grow_until_stable(cells: jax.Array, grow: Any, shape: tuple[int, ...]) -> jax.Array:
+    """Apply ``grow`` to ``cells`` until a fixed point (at most ``R * C`` times)."""
+    limit = shape[-2] * shape[-1]
+
+    def step(carry: tuple[jax.Array, jax.Array, jax.Array]) -> tuple:
         cells, _, i = carry
-        grown = cells | (dilate(cells & zero) & ~blocked)
+        grown = grow(cells)
         return grown, jnp.any(grown != cells), i + 1
 
-    def more(carry):
+    def more(carry: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
         _, changed, i = carry
         return changed & (i < limit)
 
-    cells, _, _ = jax.lax.while_loop(more, grow, (start, jnp.bool_(True), jnp.int32(0)))
+    cells, _, _ = jax.lax.while_loop(more, step, (cells, jnp.bool_(True), jnp.int32(0)))
     return cells
 
 
 def place_mines(priority: jax.Array, allowed: jax.Array, num_mines: jax.Array) -> jax.Array:
     """bool[R, C]: the ``num_mines`` ``allowed`` cells of smallest ``priority``
-    (a uniform subset when priorities are i.i.d.), by ranks from pairwise compares."""
-    shape = priority.shape
+    (a uniform subset when priorities are i.i.d.; ties favour the earlier cell).
+
+    Each cell's rank among the allowed cells is counted one other cell at a time
+    (a loop of ``R * C`` rounds over the board): the all-pairs comparison as one
+    ``[R*C, R*C]`` array is as much work but, batched, no longer fits in cache.
+    """
     p, a = priority.reshape(-1), allowed.reshape(-1)
-    index = jnp.arange(p.shape[0])
-    before = (p[None, :] < p[:, None]) | (
-        (p[None, :] == p[:, None]) & (index[None, :] < index[:, None])
-    )
-    rank = jnp.sum(a[None, :] & before, axis=1, dtype=jnp.int32)
-    return (a & (rank < num_mines)).reshape(shape)
+    index = jnp.arange(p.shape[0], dtype=jnp.int32)
+
+    def count(j: jax.Array, rank: jax.Array) -> jax.Array:
+        pj = jax.lax.dynamic_index_in_dim(p, j, keepdims=False)
+        aj = jax.lax.dynamic_index_in_dim(a, j, keepdims=False)
+        before = (pj < p) | ((pj == p) & (j < index))
+        return rank + (aj & before).astype(jnp.int32)
+
+    rank = jax.lax.fori_loop(0, p.shape[0], count, jnp.zeros_like(index), unroll=8)
+    return (a & (rank < num_mines)).reshape(priority.shape)
 
 
 class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):

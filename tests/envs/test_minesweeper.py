@@ -27,6 +27,7 @@ from gemjax.envs.minesweeper import (
     UNKNOWN,
     Minesweeper,
     adjacent_counts,
+    flood_fill,
 )
 from gemjax.tokenizer_bridge.grammar import BoxedCommand
 from gemjax.tokenizer_bridge.templates import Board, Echo, Int, MessageTable, Template
@@ -468,6 +469,47 @@ def test_reveal_matches_gems_bfs_on_random_boards(kits):
         assert rewards[i] == np.float32(reward) and success[i] == won, i
         multi += int(gem_revealed.sum() - fields["revealed"][i].sum()) > 1
     assert count > 250 and multi > 50 and success.any()
+
+
+def bfs_reveal(start: tuple[int, int], zero: np.ndarray, blocked: np.ndarray) -> np.ndarray:
+    """GEM's queue-based reveal, for any board shape."""
+    height, width = zero.shape
+    out = np.zeros_like(zero)
+    queue = [start]
+    out[start] = True
+    while queue:
+        r, c = queue.pop()
+        if not zero[r, c]:
+            continue
+        for dr in (-1, 0, 1):
+            for dc in (-1, 0, 1):
+                rr, cc = r + dr, c + dc
+                if 0 <= rr < height and 0 <= cc < width and not blocked[rr, cc] and not out[rr, cc]:
+                    out[rr, cc] = True
+                    queue.append((rr, cc))
+    return out
+
+
+@pytest.mark.parametrize("shape", [(6, 7), (4, 32), (3, 40)])
+def test_flood_fill_matches_a_queue_on_any_width(shape):
+    """Both formulations (bit rows up to 32 columns, bool grids beyond)."""
+    rng = np.random.default_rng(shape[1])
+    fill = jax.jit(jax.vmap(flood_fill))
+    starts, zeros, blockeds, expected = [], [], [], []
+    for _ in range(40):
+        zero = rng.random(shape) < rng.choice([0.5, 0.8, 0.95])
+        blocked = rng.random(shape) < rng.choice([0.0, 0.05, 0.2])
+        r, c = rng.integers(shape[0]), rng.integers(shape[1])
+        blocked[r, c] = False
+        start = np.zeros(shape, bool)
+        start[r, c] = True
+        starts.append(start)
+        zeros.append(zero)
+        blockeds.append(blocked)
+        expected.append(bfs_reveal((r, c), zero, blocked))
+    got = np.asarray(fill(*(jnp.asarray(np.stack(x)) for x in (starts, zeros, blockeds))))
+    np.testing.assert_array_equal(got, np.stack(expected))
+    assert max(int(e.sum()) for e in expected) > shape[1]
 
 
 def test_reveal_fraction_is_float32_of_gems():
