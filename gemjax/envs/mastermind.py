@@ -183,9 +183,15 @@ def sample_distinct(bits: jax.Array, n: jax.Array, k: jax.Array, size: int) -> j
     ``bits``: uint32[cap] random words, ``cap >= n``: the numbers are sorted by
     their words (ties, probability below ``cap**2 / 2**33``, favour the smaller).
     """
-    cap = bits.shape[0]
-    keys = jnp.where(jnp.arange(cap) < n, bits >> 1, jnp.uint32(2**32 - 1))
-    order = jnp.argsort(keys)[:size].astype(jnp.int32) + 1
+    index = jnp.arange(bits.shape[0], dtype=jnp.int32)
+    keys = jnp.where(index < n, bits >> 1, jnp.uint32(2**32 - 1))
+    # A stable argsort by all-pairs ranks (a sort is slow batched on CPU; cap is small).
+    before = (keys[None, :] < keys[:, None]) | (
+        (keys[None, :] == keys[:, None]) & (index[None, :] < index[:, None])
+    )
+    rank = jnp.sum(before, axis=1, dtype=jnp.int32)
+    position = jnp.arange(size, dtype=jnp.int32)[:, None]
+    order = jnp.sum(jnp.where(rank[None, :] == position, index + 1, 0), axis=1, dtype=jnp.int32)
     return jnp.where(jnp.arange(size) < k, order, 0)
 
 
