@@ -8,12 +8,17 @@
 2. Every registered game at batch 4096 against GEM's loop on the same id.
 3. Minesweeper against Jumanji's ``Minesweeper`` (its default 10x10 with 10 mines, and
    8x8 with 12 mines like GEM's ``-hard``), same batch sizes, uniform random actions
-   drawn in one call, auto-reset on for both.
+   drawn in one call, auto-reset on for both. Sudoku (``-hard``, 9x9) against
+   Jumanji's ``Sudoku-v0`` the same way, both with uniform ``(row, col, number)``
+   moves inside the board.
 4. Text: ``gemjax.gem.make_vec`` with 64 and 1024 envs against GEM's ``SyncVectorEnv``
    with as many, stepping the same pre-generated action strings.
 
-Usage: ``python benchmarks/throughput.py [--env ID] [--quick]``; prints tables and
-writes ``benchmarks/results/throughput_<platform>.json``.
+Usage: ``python benchmarks/throughput.py [--env ID] [--quick] [--sections S,...]
+[--games SUBSTRING]``; prints tables and writes
+``benchmarks/results/throughput_<platform>.json`` (``..._partial.json`` when only some
+sections or games ran). GEM games without ``sample_random_action`` (Sudoku) play
+uniform actions of the kernel's action space, rendered as text.
 """
 
 from __future__ import annotations
@@ -44,16 +49,31 @@ JUMANJI_BATCHES = (1024, 4096)
 RESULTS = Path(__file__).parent / "results"
 
 
+def kernel_space_texts(env_id: str, count: int = 1000) -> list[str]:
+    """Uniform actions of the kernel's action space, as response text."""
+    env = gemjax.make(env_id)
+    actions = env.action_space(env.default_params).sample(jax.random.key(0), (count,))
+    return [env.grammar.render(a) for a in np.asarray(actions)]
+
+
 def gem_loop_steps_per_second(env_id: str, seconds: float) -> float:
-    """GEM's single-env Python loop (sample, step, reset when done) for ``seconds``."""
+    """GEM's single-env Python loop (sample, step, reset when done) for ``seconds``.
+    Games whose GEM env has no ``sample_random_action`` cycle through pre-drawn
+    uniform kernel-space actions instead (:func:`kernel_space_texts`)."""
     import gem
 
     env = gem.make(env_id)
     env.reset(seed=0)
+    try:
+        env.sample_random_action()
+        texts = None
+    except NotImplementedError:
+        texts = kernel_space_texts(env_id)
     steps, start = 0, time.perf_counter()
     while (elapsed := time.perf_counter() - start) < seconds:
-        for _ in range(50):
-            _, _, terminated, truncated, _ = env.step(env.sample_random_action())
+        for i in range(50):
+            action = texts[(steps + i) % len(texts)] if texts else env.sample_random_action()
+            _, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
                 env.reset()
         steps += 50
@@ -79,6 +99,65 @@ def jumanji_minesweeper(batch_size: int, num_steps: int, rows: int, cols: int, m
             actions = (bits % sizes).astype(jnp.int32)
             state, ts = jax.vmap(env.step)(state, actions)
             return (state, episodes + jnp.sum(ts.last(), dtype=jnp.int32)), None
+
+        (_, episodes), _ = jax.lax.scan(
+            one_step, (state, jnp.int32(0)), jax.random.split(key, num_steps)
+        )
+        return episodes
+
+    return time_compiled(jax.jit(rollout), batch_size * num_steps)
+
+
+def jumanji_sudoku(batch_size: int, num_steps: int) -> tuple[float, float]:
+    """Steps/s and compile seconds of Jumanji's ``Sudoku-v0`` under our protocol
+    (uniform ``(row, col, value)`` in ``0..8``; an illegal move ends its episode)."""
+    import jumanji
+    from jumanji.wrappers import AutoResetWrapper
+
+    env = AutoResetWrapper(jumanji.make("Sudoku-v0"))
+
+    def rollout(key: jax.Array) -> jax.Array:
+        key, reset_key = jax.random.split(key)
+        state, _ = jax.vmap(env.reset)(jax.random.split(reset_key, batch_size))
+
+        def one_step(carry, step_key):
+            state, episodes = carry
+            bits = jax.random.bits(step_key, (batch_size, 3), jnp.uint32)
+            actions = (bits % 9).astype(jnp.int32)
+            state, ts = jax.vmap(env.step)(state, actions)
+            return (state, episodes + jnp.sum(ts.last(), dtype=jnp.int32)), None
+
+        (_, episodes), _ = jax.lax.scan(
+            one_step, (state, jnp.int32(0)), jax.random.split(key, num_steps)
+        )
+        return episodes
+
+    return time_compiled(jax.jit(rollout), batch_size * num_steps)
+
+
+def gemjax_sudoku(batch_size: int, num_steps: int) -> tuple[float, float]:
+    """Steps/s and compile seconds of ``game:Sudoku-v0-hard`` (9x9) under the same
+    protocol as :func:`jumanji_sudoku`: uniform ``(row, col, number)`` in ``1..9``
+    drawn in one call per step, :class:`~gemjax.wrappers.AutoReset`."""
+    from gemjax.wrappers import AutoReset
+
+    env = AutoReset(gemjax.make("game:Sudoku-v0-hard"))
+    params = env.default_params
+    reset = jax.vmap(env.reset, in_axes=(0, None))
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def rollout(key: jax.Array) -> jax.Array:
+        key, reset_key = jax.random.split(key)
+        state, _ = reset(jax.random.split(reset_key, batch_size), params)
+
+        def one_step(carry, step_key):
+            state, episodes = carry
+            action_key, lanes_key = jax.random.split(step_key)
+            bits = jax.random.bits(action_key, (batch_size, 3), jnp.uint32)
+            moves = (bits % 9).astype(jnp.int32) + 1
+            actions = jnp.concatenate([jnp.ones((batch_size, 1), jnp.int32), moves], axis=1)
+            state, ts = step(jax.random.split(lanes_key, batch_size), state, actions, params)
+            return (state, episodes + jnp.sum(ts.done, dtype=jnp.int32)), None
 
         (_, episodes), _ = jax.lax.scan(
             one_step, (state, jnp.int32(0)), jax.random.split(key, num_steps)
@@ -161,14 +240,15 @@ def kernel_sweep(env_id: str, scale: float, gem_rate: float) -> list[dict[str, A
     return rows
 
 
-def all_games(scale: float, gem_seconds: float) -> list[dict[str, Any]]:
-    """Section 2: every registered id at :data:`GAME_BATCH`, against GEM's loop."""
+def all_games(scale: float, gem_seconds: float, only: str = "") -> list[dict[str, Any]]:
+    """Section 2: every registered id (containing ``only``) at :data:`GAME_BATCH`,
+    against GEM's loop."""
     import gem
 
     print(f"\n== every game at batch {GAME_BATCH}")
     print(f"{'env id':42s} {'steps/s':>13s} {'GEM loop':>10s} {'x GEM':>8s} {'compile s':>9s}")
     rows = []
-    for env_id in gemjax.list_envs():
+    for env_id in (i for i in gemjax.list_envs() if only in i):
         result = measure(env_id, GAME_BATCH, max(20, int(200 * scale)))
         gem_rate = None  # hard-no-max-turn is not a GEM id
         if env_id in gem.envs.registration.ENV_REGISTRY:
@@ -215,23 +295,72 @@ def against_jumanji(scale: float) -> list[dict[str, Any]]:
     return rows
 
 
+def against_jumanji_sudoku(scale: float, gem_seconds: float) -> list[dict[str, Any]]:
+    """Section 3b: Sudoku (9x9) against Jumanji's ``Sudoku-v0``."""
+    gem_rate = gem_loop_steps_per_second("game:Sudoku-v0-hard", gem_seconds)
+    print("\n== Sudoku 9x9 against Jumanji's Sudoku-v0 (uniform in-board moves, auto-reset)")
+    print(f"GEM loop (game:Sudoku-v0-hard, kernel-space random actions): {gem_rate:,.1f} steps/s")
+    header = ("batch", "gemjax/s", "jumanji/s", "x jumanji", "x GEM", "ours cs", "theirs cs")
+    print("{:>6s} {:>13s} {:>13s} {:>9s} {:>9s} {:>8s} {:>9s}".format(*header))
+    rows = []
+    for batch_size in JUMANJI_BATCHES:
+        num_steps = max(20, int(scale * 200))
+        ours, our_compile = gemjax_sudoku(batch_size, num_steps)
+        theirs, their_compile = jumanji_sudoku(batch_size, num_steps)
+        rows.append(
+            {
+                "config": "9x9",
+                "batch_size": batch_size,
+                "gemjax_steps_per_second": ours,
+                "jumanji_steps_per_second": theirs,
+                "gem_loop_steps_per_second": gem_rate,
+                "gemjax_compile_seconds": our_compile,
+                "jumanji_compile_seconds": their_compile,
+                "ratio": ours / theirs,
+                "ratio_vs_gem": ours / gem_rate,
+            }
+        )
+        print(
+            f"{batch_size:6d} {ours:13,.0f} {theirs:13,.0f} {ours / theirs:9.2f} "
+            f"{ours / gem_rate:9.0f} {our_compile:8.2f} {their_compile:9.2f}"
+        )
+    return rows
+
+
+SECTIONS = ("kernel", "games", "jumanji", "jumanji_sudoku", "vector")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--env", default="game:GuessTheNumber-v0-hard")
     parser.add_argument("--quick", action="store_true", help="fewer steps (smoke test)")
+    parser.add_argument(
+        "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}"
+    )
+    parser.add_argument("--games", default="", help="section 2: only ids containing this")
     args = parser.parse_args()
+    sections = set(args.sections.split(","))
+    if not sections <= set(SECTIONS):
+        parser.error(f"unknown sections {sorted(sections - set(SECTIONS))}")
     scale = 0.1 if args.quick else 1.0
     gem_seconds = 0.3 if args.quick else 2.0
     os.environ["NLTK_DATA"] = str(write_nltk_data(Path(tempfile.mkdtemp())))
 
     print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()})")
-    gem_rate = gem_loop_steps_per_second(args.env, gem_seconds)
-    sweep = kernel_sweep(args.env, scale, gem_rate)
-    games = all_games(scale, gem_seconds)
-    jumanji = against_jumanji(scale)
-    print("\n== text API: make_vec(N) against GEM's SyncVectorEnv(N), same action strings")
+    gem_rate = sweep = None
+    if "kernel" in sections or "vector" in sections:
+        gem_rate = gem_loop_steps_per_second(args.env, gem_seconds)
+    if "kernel" in sections:
+        sweep = kernel_sweep(args.env, scale, gem_rate)
+    games = all_games(scale, gem_seconds, args.games) if "games" in sections else None
+    jumanji = against_jumanji(scale) if "jumanji" in sections else None
+    jumanji_sudoku_rows = None
+    if "jumanji_sudoku" in sections:
+        jumanji_sudoku_rows = against_jumanji_sudoku(scale, gem_seconds)
+    if "vector" in sections:
+        print("\n== text API: make_vec(N) against GEM's SyncVectorEnv(N), same action strings")
     vector = []
-    for num_envs in (64, 1024):
+    for num_envs in (64, 1024) if "vector" in sections else ():
         calls = max(5, int(scale * 300 * 64 / num_envs))
         vector.append(compare_vector(args.env, num_envs, calls))
         print(
@@ -250,10 +379,13 @@ def main() -> None:
         "kernel": sweep,
         "games": games,
         "jumanji_minesweeper": jumanji,
-        "vector_text": vector,
+        "jumanji_sudoku": jumanji_sudoku_rows,
+        "vector_text": vector if "vector" in sections else None,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"throughput_{jax.default_backend()}.json"
+    partial = sections != set(SECTIONS) or args.games
+    suffix = "_partial" if partial else ""
+    out = RESULTS / f"throughput_{jax.default_backend()}{suffix}.json"
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"\nwrote {out}")
 

@@ -4,10 +4,11 @@ from gemjax.envs.guess_the_number import GuessTheNumber
 from gemjax.envs.hangman import Hangman
 from gemjax.envs.mastermind import Mastermind
 from gemjax.envs.minesweeper import Minesweeper
+from gemjax.envs.sudoku import Sudoku
 from gemjax.envs.wordle import Wordle
 from gemjax.registry import register
 
-GAMES = (GuessTheNumber, Mastermind, Minesweeper, Wordle, Hangman)
+GAMES = (GuessTheNumber, Mastermind, Minesweeper, Wordle, Hangman, Sudoku)
 
 register("game:GuessTheNumber-v0-hard", GuessTheNumber, min_number=1, max_number=50, max_turns=7)
 register("game:GuessTheNumber-v0-easy", GuessTheNumber, min_number=1, max_number=10, max_turns=4)
@@ -71,4 +72,8 @@ register("game:Hangman-v0-random", Hangman, word_length=None, hardcore=False, ma
 register("game:Hangman-v0-easy", Hangman, word_length=3, hardcore=False, max_turns=10)
 register("game:Hangman-v0-hard", Hangman, word_length=7, hardcore=False, max_turns=20)
 
-__all__ = ["GAMES", "GuessTheNumber", "Hangman", "Mastermind", "Minesweeper", "Wordle"]
+register("game:Sudoku-v0-easy", Sudoku, clues=10, max_turns=15, scale=4)
+register("game:Sudoku-v0-hard", Sudoku, clues=50, max_turns=50, scale=9)
+register("game:Sudoku-v0-random", Sudoku, clues=None, max_turns=None, scale=None)
+
+__all__ = ["GAMES", "GuessTheNumber", "Hangman", "Mastermind", "Minesweeper", "Sudoku", "Wordle"]

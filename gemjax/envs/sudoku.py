@@ -1,0 +1,625 @@
+"""Sudoku (GEM's ``gem/envs/game_env/sudoku.py``).
+
+The player fills the empty cells of a ``scale x scale`` puzzle (4 or 9) with one
+unique solution. GEM's rules, branch by branch (spec section 13):
+
+1. no ``\\boxed{row col num}`` (exactly one whitespace character between fields) or
+   a number ``int()`` refuses: "You did not provide a valid guess.", -0.1,
+   terminated, truncated only when ``turn == max_turns``;
+2. ``row``, ``col`` or ``num`` outside ``1..scale``: out of bounds (0);
+3. a non-empty cell (a given or an earlier fill): already filled (0);
+4. ``num`` equal to the stored solution's: the cell is filled, reward
+   ``1 / init_num_empty``; when no empty cell is left: success ("Congratulations!
+   ..."), terminated, never truncated;
+5. otherwise "violates Sudoku rules" (0), nothing changes;
+6. after 2-5 without success, when ``turn >= max_turns``: "You have reached the
+   maximum number of turns.", terminated and truncated, the step's reward unchanged.
+
+Puzzles are GEM's: a full grid by randomised row-major backtracking (each cell takes
+its values in uniformly shuffled order, the first that extends to a full grid), then
+``clues`` removal *attempts* on uniformly shuffled cells, a removal kept only if the
+puzzle still has exactly one solution (so ``clues`` bounds the *empty* cells).
+
+* 4x4, on device and exact: the 288 grids are enumerated at import with the
+  probability GEM's backtracking gives each (1/384 or 1/192: a value is uniform
+  among those that extend, so some grids are twice as likely); a reset draws one
+  from that distribution, then runs the ``clues`` attempts on a random permutation of
+  the cells, deciding uniqueness exactly with the grid's minimal *unavoidable sets*
+  (the cell sets where another grid differs from it): a puzzle is unique iff every
+  such set keeps a given.
+* 9x9: a bank made by ``scripts/make_sudoku_bank.py`` with GEM's own process (its
+  RNG calls reproduce GEM's ``reset(seed)`` puzzles exactly), which records all 81
+  removal attempts, so any ``clues`` is exact. A reset draws an entry uniformly and
+  applies a uniform random validity-preserving symmetry: digit relabelling, row
+  permutations inside bands, band permutation, the same for columns, transpose
+  (about 1.2e12 puzzles per entry). Uniqueness and the number of empty cells are
+  invariant under these maps, so the empty-cell distribution is GEM's.
+
+The ``-random`` variant draws ``(scale, clues, max_turns)`` uniformly from GEM's
+``(4, 10, 15), (9, 50, 50)`` at every reset; arrays are 9x9 with the 4x4 puzzles in
+the top-left corner.
+
+Kernel action: int32[4] ``[ok, row, col, num]`` (see
+:class:`~gemjax.tokenizer_bridge.grammar.BoxedInts`): ``ok <= 0`` is a format error;
+``row``, ``col``, ``num`` are 1-based as the player writes them (clamped to
+``2**31 - 1`` by the host parser).
+
+Observation (what the player sees), a dict of:
+    ``board``: int8[S, S] the digits shown, 0 for an empty cell (and outside the
+        active board of ``-random``);
+    ``active``: bool[S, S] the cells of this episode's board;
+    ``turn``, ``scale``, ``max_turns``: int32[].
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
+from gemjax.spaces import MultiDiscrete
+from gemjax.tokenizer_bridge.grammar import BoxedInts
+from gemjax.tokenizer_bridge.templates import Board, Choice, Int, MessageTable, Template
+
+# GEM's -random candidates: (scale, clues, max_turns).
+RANDOM_CONFIGS = ((4, 10, 15), (9, 50, 50))
+SCALES = (4, 9)
+BANK_FILE = ("data", "sudoku", "bank9.npz")
+
+MOVE = {"row": Int("row", echo=True), "col": Int("col", echo=True), "num": Int("num", echo=True)}
+
+MESSAGES = MessageTable(
+    instructions=Template(
+        "You are playing {version} Sudoku.\n"
+        "Each row is numbered from 1 to {scale}, and each column is also numbered from 1 "
+        "to {scale}.\n"
+        "Empty cells are represented by '.', and pre-filled cells contain digits from 1 to "
+        "{scale}.\n\n"
+        "Your objective is to fill the empty cells in the {scale}x{scale} grid with digits "
+        "from 1 to {scale} such that:\n"
+        "1. Each row contains all digits from 1 to {scale} without repetition.\n"
+        "2. Each column contains all digits from 1 to {scale} without repetition.\n"
+        "3. Each of the nine {scale}x{scale} subgrids contains all digits from 1 to {scale} "
+        "without repetition.\n\n"
+        "Rules and Instructions:\n"
+        "1. **Do not overwrite** the initial numbers provided in the grid.\n"
+        "2. **Only fill** empty cells represented by '.'.\n"
+        "3. You may respond in any manner you prefer, but ensure that your response "
+        "includes the format of '\\boxed{{row column number}}', e.g. \\boxed{{1 1 5}}.\n"
+        "4. **Ensure** that your move does not violate Sudoku rules. Invalid moves, "
+        "including overwriting pre-filled cells and placing two numbers in one "
+        "row/col/sub-grid will result in penalties.\n"
+        "The history of your moves will be appended as you play more rounds. Use the "
+        "history of your move to improve your decision making by avoiding the moves you "
+        "have tried. Good luck!\n\n",
+        version=Choice("version", ("", "A simple version of")),
+    ),
+    format_error=Template("You did not provide a valid guess."),
+    out_of_bounds=Template(
+        "At turn {turn}, you tried to place {num} at R{row} C{col}, which is out of bounds.",
+        **MOVE,
+    ),
+    filled=Template(
+        "At turn {turn}, you tried to place {num} at R{row} C{col}, which is already filled. "
+        "You cannot overwrite pre-filled cells.",
+        **MOVE,
+    ),
+    correct=Template(
+        "At turn {turn}, you placed {num} at R{row} C{col}, which is correct.", **MOVE
+    ),
+    success=Template("Congratulations! You have completed the Sudoku puzzle!"),
+    violation=Template(
+        "At turn {turn}, you tried to place {num} at R{row} C{col}, which violates Sudoku rules.",
+        **MOVE,
+    ),
+    max_turns=Template("You have reached the maximum number of turns."),
+)
+
+
+@dataclass(frozen=True)
+class BlockBoard(Board):
+    """A :class:`Board` drawn in square blocks (Sudoku's boxes).
+
+    Inside a row, cells are joined by ``separator`` and, at a block boundary, by
+    ``block_separator``; between bands of ``block`` rows a rule line
+    ``rule[0] + rule[1] * (cols - 1) + row_end`` is drawn. Column labels get
+    ``header_block_end`` appended at the end of every block (the last one too), and
+    labels and row labels are numbered from ``base``. ``block`` None is the integer
+    square root of the printed rows (a ``-random`` board of 4 or 9 rows has blocks of
+    2 or 3). GEM's Sudoku: ``header=("   ", "C{}", " ", "\\n")``,
+    ``header_block_end="  "``, ``row_label="R{} "``, cells ``" ."``, ``" 1"``, ...,
+    ``separator=" "``, ``block_separator=" | "``, ``rule=("   ", "- - ")``, ``base=1``.
+    """
+
+    block: int | None = None
+    block_separator: str = ""
+    header_block_end: str = ""
+    rule: tuple[str, str] | None = None
+    base: int = 0
+
+    def format_values(
+        self, values: Sequence[int], rows: int | None = None, cols: int | None = None
+    ) -> str:
+        height, width = self.shape
+        rows = height if rows is None else min(max(int(rows), 0), height)
+        cols = width if cols is None else min(max(int(cols), 0), width)
+        block = self.block or max(math.isqrt(rows), 1)
+        lines = []
+        if self.header is not None:
+            prefix, label, separator, end = self.header
+            ends = [self.header_block_end if (c + 1) % block == 0 else "" for c in range(cols)]
+            labels = [label.format(c + self.base) + ends[c] for c in range(cols)]
+            lines.append(prefix + separator.join(labels) + end)
+        for r in range(rows):
+            row = values[r * width : r * width + cols]
+            parts = [self.row_label.format(r + self.base)]
+            for c, v in enumerate(row):
+                if c:
+                    parts.append(self.block_separator if c % block == 0 else self.separator)
+                parts.append(self.cells[int(v)])
+            lines.append("".join(parts) + self.row_end)
+            if self.rule is not None and (r + 1) % block == 0 and r + 1 < rows:
+                lines.append(self.rule[0] + self.rule[1] * (cols - 1) + self.row_end)
+        return "".join(lines)
+
+
+@functools.cache
+def suffix_for(side: int) -> Template:
+    """GEM's suffix: the board (its active ``scale x scale`` part) and the prompt."""
+    board = BlockBoard(
+        "board",
+        (side, side),
+        (" .", *(f" {d}" for d in range(1, 10))),
+        rows="scale",
+        cols="scale",
+        header=("   ", "C{}", " ", "\n"),
+        row_label="R{} ",
+        separator=" ",
+        block_separator=" | ",
+        header_block_end="  ",
+        rule=("   ", "- - "),
+        base=1,
+    )
+    return Template("Here is the current board layout:\n{board}Enter your move.", board=board)
+
+
+# --- 4x4: every grid, with GEM's probability ------------------------------------------
+
+
+def _peers(side: int) -> np.ndarray:
+    """bool[C, C]: cells sharing a row, column or box (a cell is not its own peer)."""
+    box = math.isqrt(side)
+    r, c = np.divmod(np.arange(side * side), side)
+    b = box * (r // box) + c // box
+    same = (r[:, None] == r) | (c[:, None] == c) | (b[:, None] == b)
+    return same & ~np.eye(side * side, dtype=bool)
+
+
+@functools.cache
+def grids4() -> tuple[np.ndarray, np.ndarray]:
+    """All 288 valid 4x4 grids (int8[288, 16], lexicographic order) and the weight of
+    each (int32[288]) in units of 1/384: GEM's backtracking fills the cells in
+    row-major order, each uniformly among the values that some full grid extends."""
+    peers = _peers(4)
+    found: list[tuple[int, ...]] = []
+
+    def extend(grid: list[int], i: int) -> None:
+        if i == 16:
+            found.append(tuple(grid))
+            return
+        used = {grid[j] for j in range(i) if peers[i, j]}
+        for v in range(1, 5):
+            if v not in used:
+                grid[i] = v
+                extend(grid, i + 1)
+        grid[i] = 0
+
+    extend([0] * 16, 0)
+    grids = np.asarray(found, np.int8)
+    # P(grid) = prod over cells of 1 / (distinct values among grids sharing the prefix).
+    probability = np.ones(len(grids))
+    for i in range(16):
+        for _, group in itertools.groupby(range(len(grids)), key=lambda g: found[g][:i]):
+            members = list(group)
+            choices = len({found[g][i] for g in members})
+            probability[members] /= choices
+    weights = np.rint(probability * 384).astype(np.int32)
+    assert weights.sum() == 384 and np.allclose(weights / 384, probability)
+    return grids, weights
+
+
+@functools.cache
+def unavoidable4() -> np.ndarray:
+    """int32[288, K]: per grid, its minimal unavoidable sets as 16-bit cell masks (the
+    cells where another grid differs, minimal under inclusion), padded with
+    ``0xFFFF``. A puzzle of the grid whose empty cells are ``E`` has one solution iff
+    every mask keeps a given: ``mask & ~E != 0``."""
+    grids, _ = grids4()
+    bits = 1 << np.arange(16)
+    rows = []
+    for g in grids:
+        masks = sorted(
+            {int(m) for m in ((grids != g) * bits).sum(axis=1) if m},
+            key=lambda m: m.bit_count(),
+        )
+        minimal: list[int] = []
+        for m in masks:
+            if not any(x & m == x for x in minimal):
+                minimal.append(m)
+        rows.append(minimal)
+    width = max(len(r) for r in rows)
+    table = np.full((len(rows), width), 0xFFFF, np.int32)
+    for i, r in enumerate(rows):
+        table[i, : len(r)] = r
+    return table
+
+
+# --- 9x9: the bank ---------------------------------------------------------------------
+
+
+@functools.cache
+def bank9_arrays() -> dict[str, np.ndarray]:
+    """The shipped 9x9 bank (see ``scripts/make_sudoku_bank.py``): ``solution`` uint8[N,
+    81], ``attempt`` uint8[N, 81] (each cell's removal attempt index), ``removed``
+    bool[N, 81] (that removal kept the puzzle unique)."""
+    path = importlib.resources.files("gemjax.envs").joinpath(*BANK_FILE)
+    with path.open("rb") as f, np.load(f) as data:
+        solution = data["solution"]
+        return {
+            "solution": solution,
+            "attempt": data["attempt"],
+            "removed": np.unpackbits(data["removed"], axis=1, count=81).astype(bool),
+        }
+
+
+def pack_bank9(solution: np.ndarray, attempt: np.ndarray, removed: np.ndarray) -> np.ndarray:
+    """uint32[N, 41]: two cells per word, each ``digit | attempt << 4 | removed << 11``."""
+    cells = (
+        solution.astype(np.uint32)
+        | (attempt.astype(np.uint32) << 4)
+        | (removed.astype(np.uint32) << 11)
+    )
+    cells = np.concatenate([cells, np.zeros((len(cells), 1), np.uint32)], axis=1)
+    return cells[:, 0::2] | (cells[:, 1::2] << 16)
+
+
+@struct.dataclass
+class SudokuTables:
+    """The puzzle sources (arrays, so they travel in params, not as constants).
+
+    Attributes:
+        grids4: int32[G] the 4x4 grids, cell ``i``'s digit minus 1 in bits ``2i, 2i+1``.
+        cumulative4: int32[G] running sums of the grids' weights (units of 1/384).
+        unavoidable4: int32[G, K] per grid its minimal unavoidable cell masks.
+        bank9: uint32[N, 41] the 9x9 bank (:func:`pack_bank9`).
+    An env that never draws a size holds one-row placeholders for its tables.
+    """
+
+    grids4: jax.Array
+    cumulative4: jax.Array
+    unavoidable4: jax.Array
+    bank9: jax.Array
+
+
+@functools.cache
+def tables_for(scales: tuple[int, ...]) -> SudokuTables:
+    """The tables an env drawing puzzles of ``scales`` needs (others: placeholders)."""
+    if 4 in scales:
+        grids, weights = grids4()
+        shifts = 2 * np.arange(16, dtype=np.uint32)
+        packed = ((grids.astype(np.uint32) - 1) << shifts).sum(axis=1, dtype=np.uint32)
+        g4, c4, u4 = packed.view(np.int32), np.cumsum(weights, dtype=np.int32), unavoidable4()
+    else:
+        g4, c4, u4 = (np.zeros(1, np.int32), np.full(1, 384, np.int32), np.zeros((1, 1), np.int32))
+    bank = pack_bank9(**bank9_arrays()) if 9 in scales else np.zeros((1, 41), np.uint32)
+    return SudokuTables(
+        grids4=jnp.asarray(g4),
+        cumulative4=jnp.asarray(c4),
+        unavoidable4=jnp.asarray(u4),
+        bank9=jnp.asarray(bank),
+    )
+
+
+def draw4(tables: SudokuTables, bits: jax.Array, clues: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """A 4x4 puzzle as GEM makes one: ``(solution int32[16], empty bool[16])``.
+
+    ``bits``: uint32[17] random words (one picks the grid, 16 order the cells).
+    """
+    u = (bits[0] % jnp.uint32(384)).astype(jnp.int32)
+    index = jnp.sum(tables.cumulative4 <= u, dtype=jnp.int32)
+    word = tables.grids4[index]
+    masks = tables.unavoidable4[index]
+    shifts = 2 * jnp.arange(16, dtype=jnp.int32)
+    solution = ((word >> shifts) & 3) + 1
+    # Cell i is attempted ``rank[i]``-th; attempt t's cell as a one-bit mask.
+    rank = random_permutation(bits[1:17])
+    attempt_bits = jnp.sum(
+        jnp.where(rank[None, :] == jnp.arange(16)[:, None], 1 << jnp.arange(16), 0),
+        axis=1,
+        dtype=jnp.int32,
+    )
+    empty = jnp.int32(0)
+    for t in range(16):  # GEM's attempts, in order; only the first ``clues`` count
+        candidate = empty | attempt_bits[t]
+        unique = jnp.all((masks & ~candidate) != 0)
+        empty = jnp.where((t < clues) & unique, candidate, empty)
+    return solution, ((empty >> jnp.arange(16, dtype=jnp.int32)) & 1) == 1
+
+
+def random_permutation(bits: jax.Array) -> jax.Array:
+    """int32[..., n]: a uniform permutation of ``0..n-1`` per row of random words: the
+    rank of each word (pairwise compares, cheaper than a sort under ``vmap``; ties,
+    probability below ``n**2 / 2**33``, rank the earlier word first)."""
+    n = bits.shape[-1]
+    index = jnp.arange(n)
+    before = (bits[..., None, :] < bits[..., :, None]) | (
+        (bits[..., None, :] == bits[..., :, None]) & (index[None, :] < index[:, None])
+    )
+    return jnp.sum(before, axis=-1, dtype=jnp.int32)
+
+
+def draw9(tables: SudokuTables, bits: jax.Array, clues: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """A 9x9 puzzle: a bank entry under a random symmetry, ``(solution int32[81],
+    empty bool[81])``. ``bits``: uint32[35] random words."""
+    size = tables.bank9.shape[0]
+    entry = tables.bank9[(bits[0] % jnp.uint32(size)).astype(jnp.int32)]
+    cells = jnp.stack([entry & 0xFFFF, entry >> 16], axis=-1).reshape(-1)[:81].astype(jnp.int32)
+    digits = cells & 15
+    empty = ((cells >> 11) & 1 == 1) & (((cells >> 4) & 127) < clues)
+    relabel = random_permutation(bits[1:10]) + 1
+    digits = jnp.take(relabel, digits - 1)
+
+    def lines(words: jax.Array) -> jax.Array:  # bands (or stacks) and the lines in each
+        order = random_permutation(words[:3])
+        inside = random_permutation(words[3:12].reshape(3, 3))
+        band = jnp.repeat(jnp.arange(3), 3)
+        return 3 * order[band] + inside[band, jnp.arange(9) % 3]
+
+    rows, cols = lines(bits[10:22]), lines(bits[22:34])
+    transpose = (bits[34] & 1) == 1
+    source = jnp.where(
+        transpose, cols[None, :] * 9 + rows[:, None], rows[:, None] * 9 + cols[None, :]
+    ).reshape(-1)
+    return jnp.take(digits, source), jnp.take(empty, source)
+
+
+# --- the game --------------------------------------------------------------------------
+
+
+@struct.dataclass
+class SudokuParams:
+    """Dynamic parameters (``clues`` and ``max_turns`` are ignored by ``-random``,
+    which draws them at every reset).
+
+    Attributes:
+        clues: int32[] removal attempts (GEM's ``clues``: at most this many empty cells).
+        max_turns: int32[] the turn limit.
+        tables: the puzzle sources.
+        rewards: GEM's reward constants (``invalid`` and ``format_error`` as named; a
+            correct placement pays ``1 / init_num_empty``, as in GEM).
+    """
+
+    clues: jax.Array
+    max_turns: jax.Array
+    tables: SudokuTables
+    rewards: Rewards = struct.field(default_factory=Rewards)
+
+
+@struct.dataclass
+class SudokuState:
+    """One episode.
+
+    Attributes (int32[] unless said):
+        scale, max_turns: this episode's configuration.
+        num_empty: the empty cells at reset (GEM's ``init_num_empty``).
+        turn: turns taken (GEM's ``turn_count``; it keeps counting after the end).
+        board: int8[S, S] the digits shown, 0 empty (and outside the active board).
+        solution: int8[S, S] the unique solution (0 outside the active board).
+    """
+
+    scale: jax.Array
+    max_turns: jax.Array
+    num_empty: jax.Array
+    turn: jax.Array
+    board: jax.Array
+    solution: jax.Array
+
+
+class Sudoku(Environment[SudokuState, SudokuParams]):
+    """Sudoku as a kernel. See the module docstring for rules and shapes.
+
+    Args:
+        clues, max_turns, scale: the registered configuration (GEM's defaults); any
+            of them None gives GEM's ``-random`` variant. ``scale`` is 4 or 9.
+    """
+
+    gem_class_name = "SudokuEnv"
+    messages = MESSAGES
+    step_uses_key = False
+    grammar = BoxedInts(("row", "col", "num"))
+
+    def __init__(
+        self, clues: int | None = 30, max_turns: int | None = 100, scale: int | None = 9
+    ) -> None:
+        self.randomize = clues is None or max_turns is None or scale is None
+        if self.randomize:
+            self.scales: tuple[int, ...] = SCALES
+            self._defaults = RANDOM_CONFIGS[-1][1:]
+        else:
+            if scale not in SCALES:
+                raise ValueError(f"scale must be one of {SCALES}, got {scale}")
+            self.scales = (int(scale),)  # type: ignore[arg-type]
+            self._defaults = (int(clues), int(max_turns))  # type: ignore[arg-type]
+        self.side = max(self.scales)
+        self._check(self.side, *self._defaults)
+        self.suffix = suffix_for(self.side)
+
+    @staticmethod
+    def _check(side: int, clues: int, max_turns: int) -> None:
+        if not 0 <= clues <= side * side:
+            raise ValueError(f"clues (removal attempts) must be in 0..{side * side}, got {clues}")
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+
+    @property
+    def config(self) -> tuple[Any, ...]:
+        return ("random",) if self.randomize else (self.side, *self._defaults)
+
+    @property
+    def default_params(self) -> SudokuParams:
+        clues, turns = (jnp.int32(v) for v in self._defaults)
+        return SudokuParams(clues=clues, max_turns=turns, tables=tables_for(self.scales))
+
+    def validate_params(self, params: SudokuParams) -> None:
+        self._check(self.side, int(params.clues), int(params.max_turns))
+        expected = jax.tree.map(lambda a: (a.shape[1:], a.dtype), tables_for(self.scales))
+        got = jax.tree.map(lambda a: (a.shape[1:], a.dtype), params.tables)
+        if got != expected:
+            raise ValueError(f"params.tables has shapes {got}, this env needs {expected}")
+
+    def action_space(self, params: SudokuParams) -> MultiDiscrete:
+        """``[ok in 0..1, row, col, num in 0..S+1]``: ``ok == 0`` is a format error; 0
+        and ``S + 1`` are out of bounds (``S``: the largest scale)."""
+        return MultiDiscrete((2,) + (self.side + 2,) * 3)
+
+    def _active(self, scale: jax.Array) -> jax.Array:
+        r = jnp.arange(self.side, dtype=jnp.int32)
+        return (r[:, None] < scale) & (r[None, :] < scale)
+
+    def reset(self, key: jax.Array, params: SudokuParams) -> tuple[SudokuState, TimeStep]:
+        words = jax.random.bits(key, (17 + 35 + 1,), jnp.uint32)
+        if self.randomize:
+            pick = jnp.arange(len(RANDOM_CONFIGS)) == (words[-1] % len(RANDOM_CONFIGS))
+            scale, clues, turns = (
+                jnp.sum(jnp.where(pick, jnp.asarray(column, jnp.int32), 0))
+                for column in zip(*RANDOM_CONFIGS, strict=True)
+            )
+        else:
+            scale, clues, turns = jnp.int32(self.side), params.clues, params.max_turns
+        side = self.side
+        candidates = []
+        if 4 in self.scales:
+            solution, empty = draw4(params.tables, words[:17], clues)
+            pad = ((0, side - 4), (0, side - 4))
+            candidates.append(
+                (jnp.pad(solution.reshape(4, 4), pad), jnp.pad(empty.reshape(4, 4), pad))
+            )
+        if 9 in self.scales:
+            solution, empty = draw9(params.tables, words[17:52], clues)
+            candidates.append((solution.reshape(9, 9), empty.reshape(9, 9)))
+        solution, empty = candidates[0]
+        if len(candidates) > 1:
+            solution = jnp.where(scale == 4, candidates[0][0], candidates[1][0])
+            empty = jnp.where(scale == 4, candidates[0][1], candidates[1][1])
+        state = SudokuState(
+            scale=scale,
+            max_turns=turns,
+            num_empty=jnp.sum(empty, dtype=jnp.int32),
+            turn=jnp.int32(0),
+            board=jnp.where(empty, 0, solution).astype(jnp.int8),
+            solution=solution.astype(jnp.int8),
+        )
+        ts = TimeStep.first(self._observation(state), self.instructions_event(state))
+        return state, ts
+
+    def step(
+        self,
+        key: jax.Array,
+        state: SudokuState,
+        action: jax.Array,
+        params: SudokuParams,
+    ) -> tuple[SudokuState, TimeStep]:
+        action = check_int_action(action, (4,))
+        ok, row, col, num = action[0], action[1], action[2], action[3]
+        rewards, scale = params.rewards, state.scale
+        turn = state.turn + 1
+
+        format_error = ok <= 0
+
+        def inside(v: jax.Array) -> jax.Array:
+            return (v >= 1) & (v <= scale)
+
+        out_of_bounds = ~format_error & ~(inside(row) & inside(col) & inside(num))
+        legal = ~format_error & ~out_of_bounds
+        # One-hot masks instead of gathers/scatters (slow under vmap on CPU).
+        r = jnp.arange(self.side, dtype=jnp.int32)
+        cell = (r[:, None] == row - 1) & (r[None, :] == col - 1)
+        filled = legal & jnp.any(cell & (state.board != 0))
+        correct = legal & ~filled & jnp.any(cell & (state.solution == num))
+        board = jnp.where(cell & correct, num, state.board).astype(jnp.int8)
+        success = correct & jnp.all(board == state.solution)
+        out_of_turns = turn >= state.max_turns
+
+        share = jnp.float32(1.0) / jnp.maximum(state.num_empty, 1).astype(jnp.float32)
+        reward = jnp.select(
+            [format_error, correct], [rewards.format_error, share], rewards.invalid
+        ).astype(jnp.float32)
+        names = ("format_error", "success", "max_turns", "out_of_bounds", "filled", "correct")
+        kind = jnp.select(
+            [format_error, success, out_of_turns, out_of_bounds, filled, correct],
+            [MESSAGES.kind(k) for k in names],
+            MESSAGES.kind("violation"),
+        )
+        terminated = format_error | success | out_of_turns
+        truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~success)
+
+        new_state = state.replace(turn=turn, board=board)
+        ts = TimeStep(
+            observation=self._observation(new_state),
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            event=MESSAGES.event(kind, turn=turn, row=row, col=col, num=num, scale=scale),
+            info={"success": success},
+        )
+        return new_state, ts
+
+    def instructions_event(self, state: SudokuState) -> Event:
+        return MESSAGES.event("instructions", scale=state.scale, version=state.scale == 4)
+
+    def suffix_values(self, state: SudokuState) -> Mapping[str, jax.Array]:
+        return {"scale": state.scale, "board": state.board}
+
+    def _observation(self, state: SudokuState) -> dict[str, jax.Array]:
+        return {
+            "board": state.board,
+            "active": self._active(state.scale),
+            "turn": state.turn,
+            "scale": state.scale,
+            "max_turns": state.max_turns,
+        }
+
+    # --- GEM interop -------------------------------------------------------------
+
+    @classmethod
+    def kwargs_from_gem(cls, gem_env: Any) -> dict[str, Any]:
+        """Constructor kwargs matching a live ``gem-llm`` SudokuEnv."""
+        if gem_env._is_random:
+            return {"clues": None, "max_turns": None, "scale": None}
+        return {"clues": gem_env.clues, "max_turns": gem_env.max_turns, "scale": gem_env.scale}
+
+    def state_from_gem(self, gem_env: Any) -> SudokuState:
+        """The kernel state equal to a live GEM env's (its board, solution and turn)."""
+        scale = gem_env.scale
+        board = np.zeros((self.side, self.side), np.int8)
+        solution = np.zeros((self.side, self.side), np.int8)
+        board[:scale, :scale] = gem_env.board
+        solution[:scale, :scale] = gem_env.full_grid
+        return SudokuState(
+            scale=jnp.int32(scale),
+            max_turns=jnp.int32(gem_env.max_turns),
+            num_empty=jnp.int32(gem_env.init_num_empty),
+            turn=jnp.int32(gem_env.turn_count),
+            board=jnp.asarray(board),
+            solution=jnp.asarray(solution),
+        )
