@@ -74,6 +74,7 @@ from gemjax.tokenizer_bridge.templates import Board, Choice, Int, MessageTable, 
 # GEM's -random candidates: (scale, clues, max_turns).
 RANDOM_CONFIGS = ((4, 10, 15), (9, 50, 50))
 SCALES = (4, 9)
+WORDS4, WORDS9 = 17, 35  # random words a 4x4 and a 9x9 draw use
 BANK_FILE = ("data", "sudoku", "bank9.npz")
 
 MOVE = {"row": Int("row", echo=True), "col": Int("col", echo=True), "num": Int("num", echo=True)}
@@ -282,15 +283,23 @@ def bank9_arrays() -> dict[str, np.ndarray]:
         }
 
 
-def pack_bank9(solution: np.ndarray, attempt: np.ndarray, removed: np.ndarray) -> np.ndarray:
-    """uint32[N, 41]: two cells per word, each ``digit | attempt << 4 | removed << 11``."""
-    cells = (
-        solution.astype(np.uint32)
-        | (attempt.astype(np.uint32) << 4)
-        | (removed.astype(np.uint32) << 11)
-    )
-    cells = np.concatenate([cells, np.zeros((len(cells), 1), np.uint32)], axis=1)
-    return cells[:, 0::2] | (cells[:, 1::2] << 16)
+def pack_bank9(
+    solution: np.ndarray, attempt: np.ndarray, removed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bank as the device reads it: ``(lines uint32[2N, 9, 2], removal uint8[2N,
+    9, 9])``, entry ``n`` at ``2n`` and its transpose at ``2n + 1``.
+
+    ``lines[i, r]``: row ``r``'s digits minus 1, columns 0-7 in 4-bit fields of word
+    0, column 8 in word 1. ``removal``: each cell's attempt index where its removal
+    stuck, 255 where it did not (the cell is empty iff ``removal < clues``).
+    """
+    grids = solution.reshape(-1, 9, 9)
+    keys = np.where(removed, attempt, 255).astype(np.uint8).reshape(-1, 9, 9)
+    both = np.stack([grids, grids.transpose(0, 2, 1)], axis=1).reshape(-1, 9, 9)
+    fields = both.astype(np.uint32) - 1
+    low = (fields[..., :8] << (4 * np.arange(8, dtype=np.uint32))).sum(axis=-1, dtype=np.uint32)
+    removals = np.stack([keys, keys.transpose(0, 2, 1)], axis=1).reshape(-1, 9, 9)
+    return np.stack([low, fields[..., 8]], axis=-1), removals
 
 
 @struct.dataclass
@@ -301,14 +310,17 @@ class SudokuTables:
         grids4: int32[G] the 4x4 grids, cell ``i``'s digit minus 1 in bits ``2i, 2i+1``.
         cumulative4: int32[G] running sums of the grids' weights (units of 1/384).
         unavoidable4: int32[G, K] per grid its minimal unavoidable cell masks.
-        bank9: uint32[N, 41] the 9x9 bank (:func:`pack_bank9`).
+        lines9: uint32[2N, 9, 2] the 9x9 bank's solutions, each entry and its
+            transpose (:func:`pack_bank9`).
+        removal9: uint8[2N, 9, 9] the 9x9 bank's removals, the same way.
     An env that never draws a size holds one-row placeholders for its tables.
     """
 
     grids4: jax.Array
     cumulative4: jax.Array
     unavoidable4: jax.Array
-    bank9: jax.Array
+    lines9: jax.Array
+    removal9: jax.Array
 
 
 @functools.cache
@@ -321,17 +333,32 @@ def tables_for(scales: tuple[int, ...]) -> SudokuTables:
         g4, c4, u4 = packed.view(np.int32), np.cumsum(weights, dtype=np.int32), unavoidable4()
     else:
         g4, c4, u4 = (np.zeros(1, np.int32), np.full(1, 384, np.int32), np.zeros((1, 1), np.int32))
-    bank = pack_bank9(**bank9_arrays()) if 9 in scales else np.zeros((1, 41), np.uint32)
+    if 9 in scales:
+        packed, removal = pack_bank9(**bank9_arrays())
+    else:
+        packed, removal = np.zeros((2, 9, 2), np.uint32), np.zeros((2, 9, 9), np.uint8)
     return SudokuTables(
         grids4=jnp.asarray(g4),
         cumulative4=jnp.asarray(c4),
         unavoidable4=jnp.asarray(u4),
-        bank9=jnp.asarray(bank),
+        lines9=jnp.asarray(packed),
+        removal9=jnp.asarray(removal),
     )
 
 
-def draw4(tables: SudokuTables, bits: jax.Array, clues: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """A 4x4 puzzle as GEM makes one: ``(solution int32[16], empty bool[16])``.
+def one_hot_bits(rank: jax.Array) -> jax.Array:
+    """int32[n]: ``1 << i`` at position ``rank[i]`` (``rank``: int32[n], a permutation)."""
+    n = rank.shape[-1]
+    hit = rank[None, :] == jnp.arange(n, dtype=jnp.int32)[:, None]
+    return jnp.sum(jnp.where(hit, 1 << jnp.arange(n, dtype=jnp.int32), 0), axis=1, dtype=jnp.int32)
+
+
+def draw4(
+    tables: SudokuTables, bits: jax.Array, clues: jax.Array, side: int = 4
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """A 4x4 puzzle as GEM makes one, in the top-left corner of a ``side x side``
+    board (zeros around it): ``(solution int32[side * side], empty bool[side * side],
+    number of empty cells int32[])``.
 
     ``bits``: uint32[17] random words (one picks the grid, 16 order the cells).
     """
@@ -339,58 +366,80 @@ def draw4(tables: SudokuTables, bits: jax.Array, clues: jax.Array) -> tuple[jax.
     index = jnp.sum(tables.cumulative4 <= u, dtype=jnp.int32)
     word = tables.grids4[index]
     masks = tables.unavoidable4[index]
-    shifts = 2 * jnp.arange(16, dtype=jnp.int32)
-    solution = ((word >> shifts) & 3) + 1
     # Cell i is attempted ``rank[i]``-th; attempt t's cell as a one-bit mask.
-    rank = random_permutation(bits[1:17])
-    attempt_bits = jnp.sum(
-        jnp.where(rank[None, :] == jnp.arange(16)[:, None], 1 << jnp.arange(16), 0),
-        axis=1,
-        dtype=jnp.int32,
-    )
+    attempt_bits = one_hot_bits(random_permutation(bits[1:17]))
     empty = jnp.int32(0)
     for t in range(16):  # GEM's attempts, in order; only the first ``clues`` count
         candidate = empty | attempt_bits[t]
         unique = jnp.all((masks & ~candidate) != 0)
         empty = jnp.where((t < clues) & unique, candidate, empty)
-    return solution, ((empty >> jnp.arange(16, dtype=jnp.int32)) & 1) == 1
+    # Board cell (r, c) is 4x4 cell 4r + c (static maps: a pad is slow batched on CPU).
+    r, c = np.divmod(np.arange(side * side), side)
+    inside = (r < 4) & (c < 4)
+    cell = np.where(inside, 4 * r + c, 0)
+    solution = jnp.where(inside, ((word >> (2 * cell)) & 3) + 1, 0)
+    count = jax.lax.population_count(empty)
+    return solution, inside & (((empty >> cell) & 1) == 1), count
 
 
 def random_permutation(bits: jax.Array) -> jax.Array:
-    """int32[..., n]: a uniform permutation of ``0..n-1`` per row of random words: the
-    rank of each word (pairwise compares, cheaper than a sort under ``vmap``; ties,
-    probability below ``n**2 / 2**33``, rank the earlier word first)."""
+    """int32[..., n]: a uniform permutation of ``0..n-1`` per row of random words
+    (uint32[..., n]): the rank of each word (pairwise compares, cheaper than a sort
+    under ``vmap``; ties, probability below ``n**2 / 2**33``, rank the earlier word
+    first: an earlier word counts when ``<=``, a later one when ``<``)."""
     n = bits.shape[-1]
     index = jnp.arange(n)
-    before = (bits[..., None, :] < bits[..., :, None]) | (
-        (bits[..., None, :] == bits[..., :, None]) & (index[None, :] < index[:, None])
-    )
+    earlier = index[None, :] < index[:, None]
+    other, this = bits[..., None, :], bits[..., :, None]
+    before = jnp.where(earlier, other <= this, other < this)
     return jnp.sum(before, axis=-1, dtype=jnp.int32)
 
 
-def draw9(tables: SudokuTables, bits: jax.Array, clues: jax.Array) -> tuple[jax.Array, jax.Array]:
+def field(low: jax.Array, high: jax.Array, index: jax.Array) -> jax.Array:
+    """uint32: 4-bit field ``index`` (int32 0..8, broadcast) of nine fields packed as
+    ``low`` (fields 0-7) and ``high`` (field 8)."""
+    shift = (4 * jnp.minimum(index, 7)).astype(jnp.uint32)
+    return jnp.where(index == 8, high & 15, (low >> shift) & 15)
+
+
+def lines(words: jax.Array) -> jax.Array:
+    """int32[9]: a uniform band-preserving order of 9 lines (the bands permuted, then
+    the lines inside each): line ``i`` of the result is source line ``lines[i]``.
+    ``words``: uint32[12] (3 order the bands, 3 x 3 the lines in each)."""
+    order = random_permutation(words[:3])
+    inside = random_permutation(words[3:12].reshape(3, 3))
+    return 3 * jnp.repeat(order, 3) + inside.reshape(9)
+
+
+def draw9(
+    tables: SudokuTables, bits: jax.Array, clues: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """A 9x9 puzzle: a bank entry under a random symmetry, ``(solution int32[81],
-    empty bool[81])``. ``bits``: uint32[35] random words."""
-    size = tables.bank9.shape[0]
-    entry = tables.bank9[(bits[0] % jnp.uint32(size)).astype(jnp.int32)]
-    cells = jnp.stack([entry & 0xFFFF, entry >> 16], axis=-1).reshape(-1)[:81].astype(jnp.int32)
-    digits = cells & 15
-    empty = ((cells >> 11) & 1 == 1) & (((cells >> 4) & 127) < clues)
-    relabel = random_permutation(bits[1:10]) + 1
-    digits = jnp.take(relabel, digits - 1)
+    empty bool[81], number of empty cells int32[])``. ``bits``: uint32[35] random words.
 
-    def lines(words: jax.Array) -> jax.Array:  # bands (or stacks) and the lines in each
-        order = random_permutation(words[:3])
-        inside = random_permutation(words[3:12].reshape(3, 3))
-        band = jnp.repeat(jnp.arange(3), 3)
-        return 3 * order[band] + inside[band, jnp.arange(9) % 3]
-
+    Cell ``(r, c)`` is the entry's cell ``(rows[r], cols[c])`` (of its transpose when
+    transposed), its digit relabelled. Gathers and transposes are slow batched on
+    CPU, so the entry is read already transposed or not, its rows are picked one-hot
+    as packed words, and digits and relabelling are read as 4-bit fields.
+    """
+    size = tables.lines9.shape[0] // 2
+    entry = 2 * (bits[0] % jnp.uint32(size)).astype(jnp.int32) + (bits[34] & 1).astype(jnp.int32)
+    packed, removal = tables.lines9[entry], tables.removal9[entry]
+    column = jnp.arange(9, dtype=jnp.uint32)
+    empty = jnp.where(removal.astype(jnp.int32) < clues, 1 << column, 0)
+    empty = jnp.sum(empty, axis=1, dtype=jnp.uint32)
+    count = jnp.sum(jax.lax.population_count(empty), dtype=jnp.int32)
+    low, high = packed[:, 0], packed[:, 1] | (empty << 4)
+    relabel = random_permutation(bits[1:10]).astype(jnp.uint32)  # new digit minus 1
     rows, cols = lines(bits[10:22]), lines(bits[22:34])
-    transpose = (bits[34] & 1) == 1
-    source = jnp.where(
-        transpose, cols[None, :] * 9 + rows[:, None], rows[:, None] * 9 + cols[None, :]
-    ).reshape(-1)
-    return jnp.take(digits, source), jnp.take(empty, source)
+    pick = rows[:, None] == jnp.arange(9, dtype=jnp.int32)
+    low = jnp.sum(jnp.where(pick, low, 0), axis=1, dtype=jnp.uint32)[:, None]
+    high = jnp.sum(jnp.where(pick, high, 0), axis=1, dtype=jnp.uint32)[:, None]
+    digit = field(low, high, cols[None, :]).astype(jnp.int32)
+    gap = (high >> (4 + cols[None, :]).astype(jnp.uint32)) & 1
+    relabel_low = jnp.sum(relabel[:8] << (4 * column[:8]), dtype=jnp.uint32)
+    solution = field(relabel_low, relabel[8], digit).astype(jnp.int32) + 1
+    return solution.reshape(-1), gap.reshape(-1) == 1, count
 
 
 # --- the game --------------------------------------------------------------------------
@@ -461,6 +510,9 @@ class Sudoku(Environment[SudokuState, SudokuParams]):
             self.scales = (int(scale),)  # type: ignore[arg-type]
             self._defaults = (int(clues), int(max_turns))  # type: ignore[arg-type]
         self.side = max(self.scales)
+        # Random words per reset: the 4x4 draw's, the 9x9 draw's, the config's.
+        sizes = {4: WORDS4, 9: WORDS9}
+        self.num_words = sum(sizes[s] for s in self.scales) + int(self.randomize)
         self._check(self.side, *self._defaults)
         self.suffix = suffix_for(self.side)
 
@@ -497,7 +549,7 @@ class Sudoku(Environment[SudokuState, SudokuParams]):
         return (r[:, None] < scale) & (r[None, :] < scale)
 
     def reset(self, key: jax.Array, params: SudokuParams) -> tuple[SudokuState, TimeStep]:
-        words = jax.random.bits(key, (17 + 35 + 1,), jnp.uint32)
+        words = jax.random.bits(key, (self.num_words,), jnp.uint32)
         if self.randomize:
             pick = jnp.arange(len(RANDOM_CONFIGS)) == (words[-1] % len(RANDOM_CONFIGS))
             scale, clues, turns = (
@@ -509,22 +561,20 @@ class Sudoku(Environment[SudokuState, SudokuParams]):
         side = self.side
         candidates = []
         if 4 in self.scales:
-            solution, empty = draw4(params.tables, words[:17], clues)
-            pad = ((0, side - 4), (0, side - 4))
-            candidates.append(
-                (jnp.pad(solution.reshape(4, 4), pad), jnp.pad(empty.reshape(4, 4), pad))
-            )
+            candidates.append(draw4(params.tables, words[:WORDS4], clues, side))
         if 9 in self.scales:
-            solution, empty = draw9(params.tables, words[17:52], clues)
-            candidates.append((solution.reshape(9, 9), empty.reshape(9, 9)))
-        solution, empty = candidates[0]
+            start = WORDS4 if 4 in self.scales else 0
+            candidates.append(draw9(params.tables, words[start : start + WORDS9], clues))
+        solution, empty, num_empty = candidates[0]
         if len(candidates) > 1:
-            solution = jnp.where(scale == 4, candidates[0][0], candidates[1][0])
-            empty = jnp.where(scale == 4, candidates[0][1], candidates[1][1])
+            solution, empty, num_empty = (
+                jnp.where(scale == 4, a, b) for a, b in zip(*candidates, strict=True)
+            )
+        solution, empty = solution.reshape(side, side), empty.reshape(side, side)
         state = SudokuState(
             scale=scale,
             max_turns=turns,
-            num_empty=jnp.sum(empty, dtype=jnp.int32),
+            num_empty=num_empty,
             turn=jnp.int32(0),
             board=jnp.where(empty, 0, solution).astype(jnp.int8),
             solution=solution.astype(jnp.int8),
