@@ -125,15 +125,20 @@ def cmd_train(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     from gemjax.train import greedy_transcript, make_train
+    from gemjax.train.play import binary_search_optimum
 
+    trainer = make_train(config)
     print("A greedy episode of the trained policy:\n")
-    print(greedy_transcript(make_train(config), result.state.params, jax.random.key(args.seed)))
+    print(greedy_transcript(trainer, result.state.params, jax.random.key(args.seed)))
     print()
     last = result.records[-1]
     sps = f"{result.steps_per_second:,.0f}" if result.steps_per_second else "n/a"
+    optimum = binary_search_optimum(trainer.env)
+    reference = f" (binary-search optimum {optimum:.2f})" if optimum is not None else ""
     print(
         f"update {last['update']}: greedy success {last['success']:.3f}, "
-        f"mean turns {last['mean_turns']:.2f}; compile {result.compile_seconds:.1f} s, "
+        f"mean turns {last['mean_turns']:.2f}{reference}; "
+        f"compile {result.compile_seconds:.1f} s, "
         f"{sps} env steps/s (train step incl. update); wall {last['wall_s']:.1f} s"
     )
     return 0

@@ -45,7 +45,8 @@ class TrainConfig:
             minibatches per pass.
         gae_lambda, vf_coef: PPO's GAE lambda and value-loss weight.
         mask_invalid: ablation switch: mask the logits with the env's
-            ``valid_action_mask(state)`` (the env must define it).
+            ``valid_action_mask(state)``, bool[L] laid out like the logits (the env
+            must define it; only GuessTheNumber does).
         eval_every: updates between greedy evaluations (a chunk of the host loop).
         eval_episodes: episodes per greedy evaluation (always the same initial states).
     """

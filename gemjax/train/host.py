@@ -61,18 +61,20 @@ def _number(x: Any) -> float | None:
 def chunk_record(
     metrics: ChunkMetrics, update: int, env_steps: int, wall_s: float, steps_per_second: float
 ) -> dict[str, Any]:
-    """One JSONL row: the greedy evaluation after ``update`` updates (``success``,
-    ``mean_turns``, ``mean_turns_success``) and the last update's training metrics."""
+    """One JSONL row: the greedy evaluation after ``update`` updates (``return``,
+    ``success``, ``mean_turns``, ``mean_turns_success``) and the last update's
+    training metrics."""
     train = jax.tree.map(lambda x: x[-1], metrics.train)
     return {
         "update": update,
         "env_steps": env_steps,
         "wall_s": wall_s,
         "steps_per_second": steps_per_second,
+        "return": _number(metrics.eval.episode_return),
         "success": _number(metrics.eval.success),
         "mean_turns": _number(metrics.eval.mean_turns),
         "mean_turns_success": _number(metrics.eval.mean_turns_success),
-        "train_return": _number(train.episode_return),
+        "train_return": _number(train.episodes.episode_return),
         "train_success": _number(train.episodes.success),
         "train_mean_turns": _number(train.episodes.mean_turns),
         "train_mean_turns_success": _number(train.episodes.mean_turns_success),

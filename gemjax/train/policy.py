@@ -1,13 +1,24 @@
-"""A compact actor-critic over a game's structured observation."""
+"""A compact actor-critic over a game's structured observation, and the factored
+categorical distribution its logits parameterise over the game's action space."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from gemjax.spaces import Discrete, MultiDiscrete, Space
+
+MASKED_LOGIT = -1e9
+# The widest component a dense head may cover. Every game declares its components
+# by the kernel's distinct outcomes (an out-of-range value stands for all of them),
+# so GEM's largest is 61 (GuessTheNumber-random); a width near 2**31 would mean the
+# space was declared by the host parser's clamp and needs a bounded declaration.
+MAX_COMPONENT = 4096
 
 
 def is_code_leaf(leaf: Any) -> bool:
@@ -75,29 +86,118 @@ class MLP(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """Categorical policy over ``num_actions`` and, with ``critic``, a value head
-    (a separate MLP of the same widths).
+    """Policy logits (for a :class:`FactoredCategorical`) and, with ``critic``, a
+    value head (a separate MLP of the same widths).
 
     Attributes:
-        num_actions: the width of the ``Discrete`` action space.
+        num_logits: :attr:`FactoredCategorical.num_logits` of the action space.
         hidden: hidden widths of each MLP.
         critic: build the value head (PPO).
 
     Call with features float32[..., F] (squashed by :func:`symlog` first); returns
-    ``(logits float32[..., num_actions], value float32[...])`` (value all zeros
+    ``(logits float32[..., num_logits], value float32[...])`` (value all zeros
     without a critic).
     """
 
-    num_actions: int
+    num_logits: int
     hidden: tuple[int, ...]
     critic: bool
 
     @nn.compact
     def __call__(self, features: jax.Array) -> tuple[jax.Array, jax.Array]:
         features = symlog(features)
-        logits = MLP(self.hidden, self.num_actions, 0.01, name="actor")(features)
+        logits = MLP(self.hidden, self.num_logits, 0.01, name="actor")(features)
         if self.critic:
             value = MLP(self.hidden, 1, 1.0, name="critic")(features)[..., 0]
         else:
             value = jnp.zeros(features.shape[:-1], jnp.float32)
         return logits, value
+
+
+@dataclass(frozen=True)
+class FactoredCategorical:
+    """One independent categorical per action component, read from flat logits.
+
+    Component ``i`` takes ``nvec[i]`` values ``start[i] + j``; its logits are the
+    ``nvec[i]`` consecutive entries after those of the earlier components, so the
+    logits are float32[..., L] with ``L = sum(nvec)`` (:attr:`num_logits`). A joint
+    action's log-probability is the sum of its components' and so is the entropy.
+    A ``Discrete`` space is one component with int32 scalar actions; a
+    ``MultiDiscrete`` one has int32[K] actions (``K = len(nvec)``). Nothing is
+    masked here: the head covers the whole declared space (masking, an ablation,
+    sets logits to :data:`MASKED_LOGIT` before these methods see them).
+
+    Attributes:
+        nvec: values per component; start: the smallest value per component;
+        scalar: actions are scalars (a ``Discrete`` space).
+    """
+
+    nvec: tuple[int, ...]
+    start: tuple[int, ...]
+    scalar: bool
+
+    @classmethod
+    def of(cls, space: Space) -> FactoredCategorical:
+        """The distribution over a ``Discrete`` or ``MultiDiscrete`` space.
+
+        Raises:
+            ValueError: another space, or a component wider than :data:`MAX_COMPONENT`.
+        """
+        if isinstance(space, Discrete):
+            head = cls((space.n,), (space.start,), scalar=True)
+        elif isinstance(space, MultiDiscrete):
+            head = cls(space.nvec, space.start, scalar=False)  # type: ignore[arg-type]
+        else:
+            raise ValueError(f"no categorical head for {space!r}")
+        if max(head.nvec) > MAX_COMPONENT:
+            raise ValueError(
+                f"action component of {max(head.nvec)} values (> {MAX_COMPONENT}): declare "
+                "the space by the kernel's distinct outcomes, not the parser's range"
+            )
+        return head
+
+    @property
+    def num_logits(self) -> int:
+        """``L = sum(nvec)``: the policy's output width."""
+        return sum(self.nvec)
+
+    def _layout(self) -> tuple[np.ndarray, np.ndarray]:
+        """int32[K, M] indices into the flat logits and bool[K, M] real entries
+        (``M = max(nvec)``; shorter components are padded)."""
+        width = np.arange(max(self.nvec))
+        offsets = np.cumsum((0, *self.nvec[:-1]))
+        real = width[None, :] < np.asarray(self.nvec)[:, None]
+        return np.where(real, offsets[:, None] + width[None, :], 0), real
+
+    def per_component(self, logits: jax.Array) -> jax.Array:
+        """float32[..., L] logits as float32[..., K, M], padding at :data:`MASKED_LOGIT`."""
+        index, real = self._layout()
+        return jnp.where(real, logits[..., index], MASKED_LOGIT)
+
+    def log_softmax(self, logits: jax.Array) -> jax.Array:
+        """float32[..., K, M] per-component log-probabilities (padding about -1e9)."""
+        return jax.nn.log_softmax(self.per_component(logits), axis=-1)
+
+    def _values(self, indices: jax.Array) -> jax.Array:
+        """int32[..., K] component indices as actions (int32[...] when scalar)."""
+        actions = indices.astype(jnp.int32) + jnp.asarray(self.start, jnp.int32)
+        return actions[..., 0] if self.scalar else actions
+
+    def sample(self, key: jax.Array, logits: jax.Array) -> jax.Array:
+        """Actions drawn from float32[..., L] logits: int32[...] or int32[..., K]."""
+        return self._values(jax.random.categorical(key, self.per_component(logits), axis=-1))
+
+    def mode(self, logits: jax.Array) -> jax.Array:
+        """The most likely action (each component's argmax), as :meth:`sample`."""
+        return self._values(jnp.argmax(self.per_component(logits), axis=-1))
+
+    def log_prob(self, logits: jax.Array, actions: jax.Array) -> jax.Array:
+        """float32[...]: ``sum_i log p_i(actions_i)`` of actions shaped as :meth:`sample`."""
+        indices = (actions[..., None] if self.scalar else actions) - jnp.asarray(self.start)
+        picked = jnp.take_along_axis(self.log_softmax(logits), indices[..., None], axis=-1)
+        return jnp.sum(picked[..., 0], axis=-1)
+
+    def entropy(self, logits: jax.Array) -> jax.Array:
+        """float32[...]: ``sum_i H(p_i)`` (padding has probability 0)."""
+        log_p = self.log_softmax(logits)
+        return -jnp.sum(jnp.exp(log_p) * log_p, axis=(-2, -1))

@@ -16,10 +16,9 @@ import jax.numpy as jnp
 from flax import struct
 
 from gemjax.core import Environment
-from gemjax.train.policy import flatten_observation
+from gemjax.train.policy import MASKED_LOGIT, FactoredCategorical, flatten_observation
 
 Constrain = Callable[[Any], Any]
-MASKED_LOGIT = -1e9
 
 
 @struct.dataclass
@@ -28,13 +27,14 @@ class Trajectory:
 
     Attributes:
         features: float32[T, B, F] flattened observations the actions were taken in.
-        actions: int32[T, B].
-        log_probs: float32[T, B] log-probabilities of the actions when sampled.
+        actions: int32[T, B] (``Discrete``) or int32[T, B, K] (``MultiDiscrete``).
+        log_probs: float32[T, B] log-probabilities of the (joint) actions when sampled.
         values: float32[T, B] critic values (zeros without a critic).
         rewards: float32[T, B], zero on invalid turns.
         valid: bool[T, B] the episode was running at that turn.
         success: bool[T, B] the env's ``info["success"]`` on valid turns.
-        action_mask: bool[T, B, A] allowed actions (all True unless masking).
+        action_mask: bool[T, B, L] allowed values of each component, laid out like
+            the logits (all True unless masking).
         bootstrap: float32[B] critic value after turn ``T - 1`` of episodes the
             horizon cut (zero for finished episodes).
     """
@@ -55,27 +55,34 @@ class EpisodeMetrics:
     """Per-batch episode statistics (float32[] each).
 
     Attributes:
+        episode_return: mean undiscounted episode return (cut episodes: up to ``T``).
         success: fraction of episodes where ``info["success"]`` was set at any turn.
         mean_turns: mean turns over all episodes (cut episodes count ``T``).
         mean_turns_success: mean turns over successful episodes (NaN if none).
     """
 
+    episode_return: jax.Array
     success: jax.Array
     mean_turns: jax.Array
     mean_turns_success: jax.Array
 
 
-def episode_metrics(valid: jax.Array, success: jax.Array) -> EpisodeMetrics:
-    """:class:`EpisodeMetrics` from bool[T, B] ``valid`` and ``success`` masks."""
+def episode_metrics(valid: jax.Array, success: jax.Array, rewards: jax.Array) -> EpisodeMetrics:
+    """:class:`EpisodeMetrics` from bool[T, B] ``valid`` and ``success`` masks and
+    float32[T, B] ``rewards`` (zero on invalid turns)."""
     turns = jnp.sum(valid, axis=0, dtype=jnp.float32)
     won = jnp.any(success & valid, axis=0)
-    return episode_metrics_from_totals(turns, won)
+    return episode_metrics_from_totals(turns, won, jnp.sum(rewards, axis=0))
 
 
-def episode_metrics_from_totals(turns: jax.Array, won: jax.Array) -> EpisodeMetrics:
-    """:class:`EpisodeMetrics` from float32[B] episode lengths and bool[B] success."""
+def episode_metrics_from_totals(
+    turns: jax.Array, won: jax.Array, returns: jax.Array
+) -> EpisodeMetrics:
+    """:class:`EpisodeMetrics` from float32[B] episode lengths, bool[B] success and
+    float32[B] undiscounted returns."""
     wins = jnp.sum(won)
     return EpisodeMetrics(
+        episode_return=jnp.mean(returns),
         success=jnp.mean(won.astype(jnp.float32)),
         mean_turns=jnp.mean(turns),
         mean_turns_success=jnp.sum(jnp.where(won, turns, 0.0)) / wins,
@@ -83,7 +90,7 @@ def episode_metrics_from_totals(turns: jax.Array, won: jax.Array) -> EpisodeMetr
 
 
 def masked_logits(logits: jax.Array, action_mask: jax.Array) -> jax.Array:
-    """float32[..., A] logits with disallowed actions (bool[..., A] False) at -1e9."""
+    """float32[..., L] logits with disallowed values (bool[..., L] False) at -1e9."""
     return jnp.where(action_mask, logits, MASKED_LOGIT)
 
 
@@ -94,6 +101,7 @@ class Rollout:
     Attributes:
         env, env_params: the game and its params.
         model: the :class:`~gemjax.train.policy.ActorCritic`.
+        head: the distribution its logits define over the env's action space.
         horizon: turns per rollout (``T``).
         mask_invalid: mask logits with ``env.valid_action_mask``.
         code_bits: see :func:`~gemjax.train.policy.flatten_observation`.
@@ -104,6 +112,7 @@ class Rollout:
     env: Environment
     env_params: Any
     model: nn.Module
+    head: FactoredCategorical
     horizon: int
     mask_invalid: bool
     code_bits: int
@@ -124,8 +133,9 @@ class Rollout:
         return self.constrain(state), ts
 
     def policy(self, params: Any, state: Any, observation: Any):
-        """Features float32[B, F], action mask bool[B, A], logits float32[B, A]
-        (masked when masking) and values float32[B]."""
+        """Features float32[B, F], action mask bool[B, L], logits float32[B, L]
+        (masked when masking; ``env.valid_action_mask`` gives bool[L] per state) and
+        values float32[B]."""
         spec = self.env.observation_spec(self.env_params)
         features = flatten_observation(observation, spec, self.code_bits)
         logits, values = self.model.apply(params, features)
@@ -145,10 +155,8 @@ class Rollout:
             state, observation, running = carry
             action_key, step_key = jax.random.split(turn_key)
             features, action_mask, logits, values = self.policy(params, state, observation)
-            actions = jax.random.categorical(action_key, logits).astype(jnp.int32)
-            log_probs = jnp.take_along_axis(jax.nn.log_softmax(logits), actions[:, None], axis=-1)[
-                :, 0
-            ]
+            actions = self.head.sample(action_key, logits)
+            log_probs = self.head.log_prob(logits, actions)
             state, ts = self._step(step_key, state, actions)
             record = Trajectory(
                 features=features,
@@ -181,21 +189,22 @@ class Rollout:
             jnp.ones((batch,), jnp.bool_),
             jnp.zeros((batch,), jnp.bool_),
             jnp.zeros((batch,), jnp.float32),
+            jnp.zeros((batch,), jnp.float32),
             jnp.int32(0),
         )
 
         def cond(carry) -> jax.Array:
-            _, _, running, _, _, t = carry
+            running, t = carry[2], carry[-1]
             return (t < self.horizon) & jnp.any(running)
 
         def body(carry):
-            state, observation, running, won, turns, t = carry
+            state, observation, running, won, turns, returns, t = carry
             _, _, logits, _ = self.policy(params, state, observation)
-            actions = jnp.argmax(logits, axis=-1).astype(jnp.int32)
-            state, ts = self._step(jax.random.fold_in(key, t), state, actions)
+            state, ts = self._step(jax.random.fold_in(key, t), state, self.head.mode(logits))
             won = won | (running & ts.info["success"])
             turns = turns + running
-            return state, ts.observation, running & ~ts.done, won, turns, t + 1
+            returns = returns + jnp.where(running, ts.reward, 0.0)
+            return state, ts.observation, running & ~ts.done, won, turns, returns, t + 1
 
-        _, _, _, won, turns, _ = jax.lax.while_loop(cond, body, init)
-        return episode_metrics_from_totals(turns, won)
+        _, _, _, won, turns, returns, _ = jax.lax.while_loop(cond, body, init)
+        return episode_metrics_from_totals(turns, won, returns)

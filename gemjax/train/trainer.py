@@ -23,7 +23,7 @@ from gemjax.train.estimators import (
     rebn_advantages,
     reinforce_advantages,
 )
-from gemjax.train.policy import ActorCritic, feature_size
+from gemjax.train.policy import ActorCritic, FactoredCategorical, feature_size
 from gemjax.train.rollout import (
     Constrain,
     EpisodeMetrics,
@@ -60,12 +60,10 @@ class UpdateMetrics:
     """Metrics of one update's rollout and loss (float32[] each).
 
     Attributes:
-        episode_return: mean undiscounted episode return.
-        episodes: success rate and mean turns of the sampled episodes.
+        episodes: return, success rate and mean turns of the sampled episodes.
         loss, policy_loss, value_loss, entropy: from the last minibatch step.
     """
 
-    episode_return: jax.Array
     episodes: EpisodeMetrics
     loss: jax.Array
     policy_loss: jax.Array
@@ -88,8 +86,9 @@ class Batch:
     flattened and subsampled.
 
     Attributes:
-        features: float32[..., F]; actions: int32[...]; log_probs: float32[...] (at
-        sampling time); action_mask: bool[..., A]; valid: bool[...];
+        features: float32[..., F]; actions: int32[...] (or int32[..., K], see
+        :class:`~gemjax.train.rollout.Trajectory`); log_probs: float32[...] (at
+        sampling time); action_mask: bool[..., L]; valid: bool[...];
         advantages: float32[...]; targets: float32[...] critic targets (PPO).
     """
 
@@ -207,9 +206,9 @@ class Trainer:
         logits, values = self.model.apply(params, batch.features)
         if config.mask_invalid:
             logits = masked_logits(logits, batch.action_mask)
-        log_probs_all = jax.nn.log_softmax(logits)
-        log_probs = jnp.take_along_axis(log_probs_all, batch.actions[..., None], axis=-1)[..., 0]
-        entropy = masked_mean(-jnp.sum(jnp.exp(log_probs_all) * log_probs_all, -1), batch.valid)
+        head = self.rollout.head
+        log_probs = head.log_prob(logits, batch.actions)
+        entropy = masked_mean(head.entropy(logits), batch.valid)
         adv = batch.advantages
         if config.clip_eps is None:
             surrogate = adv * log_probs
@@ -286,8 +285,7 @@ class Trainer:
             state, self._subsample(batch, sample_key), learn_key
         )
         metrics = UpdateMetrics(
-            episode_return=jnp.mean(jnp.sum(traj.rewards, axis=0)),
-            episodes=episode_metrics(traj.valid, traj.success),
+            episodes=episode_metrics(traj.valid, traj.success, traj.rewards),
             loss=loss,
             policy_loss=policy_loss,
             value_loss=value_loss,
@@ -343,7 +341,8 @@ def make_train(config: TrainConfig, mesh: Mesh | None = None) -> Trainer:
 
     Raises:
         ValueError: the env lacks ``valid_action_mask`` while ``mask_invalid`` is set,
-            or the batch does not divide over the mesh.
+            the batch does not divide over the mesh, or the action space has no
+            categorical head (:meth:`FactoredCategorical.of`).
     """
     env = make(config.env_id)
     if config.mask_invalid and not hasattr(env, "valid_action_mask"):
@@ -353,15 +352,15 @@ def make_train(config: TrainConfig, mesh: Mesh | None = None) -> Trainer:
         if config.num_episodes % size or config.eval_episodes % size:
             raise ValueError(f"num_episodes and eval_episodes must divide by {size} devices")
     horizon = horizon_of(config, env)
+    head = FactoredCategorical.of(env.action_space(env.default_params))
     model = ActorCritic(
-        num_actions=env.action_space(env.default_params).n,
-        hidden=config.hidden,
-        critic=config.algo == "ppo",
+        num_logits=head.num_logits, hidden=config.hidden, critic=config.algo == "ppo"
     )
     rollout = Rollout(
         env=env,
         env_params=env.default_params,
         model=model,
+        head=head,
         horizon=horizon,
         mask_invalid=config.mask_invalid,
         code_bits=config.code_bits,

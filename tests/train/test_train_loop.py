@@ -9,9 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gemjax import cli
+from gemjax import cli, make
 from gemjax.train import ALGOS, make_train
 from gemjax.train.host import run
+from gemjax.train.play import binary_search_mean_turns, binary_search_optimum
 
 
 def leaves_equal(a, b) -> bool:
@@ -88,6 +89,15 @@ def test_cli_train_writes_metrics_plot_and_checkpoint(tmp_path):
     assert (out / "checkpoints" / "4").is_dir()
     assert json.loads((out / "config.json").read_text())["num_updates"] == 4
     assert "greedy success" in printed.getvalue()
+    assert "(binary-search optimum 2.90)" in printed.getvalue()  # 1..10
+
+
+def test_binary_search_optimum_of_guess_the_number():
+    assert binary_search_mean_turns(50) == pytest.approx(4.86)  # 243 guesses / 50
+    assert binary_search_mean_turns(1) == 1.0
+    assert binary_search_optimum(make("game:GuessTheNumber-v0-hard-no-max-turn")) == 4.86
+    assert binary_search_optimum(make("game:GuessTheNumber-v0-random")) is None
+    assert binary_search_optimum(make("game:Mastermind-v0-easy")) is None
 
 
 @pytest.mark.slow
