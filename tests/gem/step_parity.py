@@ -1,6 +1,10 @@
-"""The comparison every GEM parity test makes between two step 5-tuples."""
+"""What every GEM parity test shares: comparing two step 5-tuples, playing an episode."""
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+import pytest
 
 
 def check_step(ours: tuple, theirs: tuple) -> list[str]:
@@ -21,3 +25,37 @@ def check_step(ours: tuple, theirs: tuple) -> list[str]:
     if o_info != g_info:
         problems.append("info")
     return problems
+
+
+def play_episode(
+    gem_env: Any,
+    ours: Any,
+    stream: Callable[[], str],
+    extra: int,
+    steps: int,
+    label: str,
+    describe: Callable[[], str],
+) -> list[str]:
+    """Step GEM's env and ours with the same ``stream`` of responses for at most
+    ``steps`` turns, until the episode ends and then ``extra`` more (GEM does not
+    freeze), failing on the first 5-tuple that differs. Returns GEM's observations.
+
+    ``label`` names the episode and ``describe()`` the hidden state in the failure."""
+    history: list[str] = []
+    observations: list[str] = []
+    for step in range(steps):
+        action = stream()
+        history.append(action)
+        theirs, mine = gem_env.step(action), ours.step(action)
+        problems = check_step(mine, theirs)
+        if problems:
+            pytest.fail(
+                f"{label} step {step}: {', '.join(problems)} differ\n{describe()}\n"
+                f"actions: {[a[:200] for a in history]}\ngemjax: {mine!r}\nGEM: {theirs!r}"
+            )
+        observations.append(theirs[0])
+        if theirs[2] or theirs[3]:
+            if extra == 0:
+                break
+            extra -= 1
+    return observations

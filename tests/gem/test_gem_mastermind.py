@@ -18,7 +18,7 @@ import gem
 import numpy as np
 import pytest
 from gem.wrappers.observation_wrapper import ObservationWrapper as GemObservationWrapper
-from step_parity import check_step
+from step_parity import check_step, play_episode
 
 import gemjax
 import gemjax.gem as gg
@@ -211,25 +211,18 @@ def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> No
         configs[(gem_env.code_length, gem_env.num_numbers, gem_env.max_turns)] += 1
         ours = gg.from_gem(gem_env, seed=seed)
         stream = ActionStream(rng, gem_env, ours)
-        # Stop at the end, or go on a few steps past it (GEM does not freeze).
         extra = rng.choice([0, 0, rng.randint(1, 4)])
-        history: list[str] = []
-        for step in range(gem_env.max_turns + 6):
-            action = stream()
-            history.append(action)
-            theirs, mine = gem_env.step(action), ours.step(action)
-            problems = check_step(mine, theirs)
-            if problems:
-                pytest.fail(
-                    f"{env_id}: episode {episode} (seed {seed}) step {step}: "
-                    f"{', '.join(problems)} differ\ncode {gem_env.game_code}\n"
-                    f"actions: {[a[:200] for a in history]}\ngemjax: {mine!r}\nGEM: {theirs!r}"
-                )
-            seen[classify(theirs[0])] += 1
-            if theirs[2] or theirs[3]:
-                if extra == 0:
-                    break
-                extra -= 1
+        label = f"{env_id}: episode {episode} (seed {seed})"
+        for obs in play_episode(
+            gem_env,
+            ours,
+            stream,
+            extra,
+            gem_env.max_turns + 6,
+            label,
+            lambda: f"code {gem_env.game_code}",
+        ):
+            seen[classify(obs)] += 1
     expected = {"format_error", "wrong_length", "out_of_range", "duplicate", "pegs", "success"}
     assert expected | {"max_turns"} >= set(seen) >= expected, seen
     assert "other" not in seen

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import gem
 import pytest
-from step_parity import check_step
+from step_parity import check_step, play_episode
 
 import gemjax.gem as gg
 
@@ -213,23 +213,17 @@ def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> No
         assert ours.get_task_suffix() == gem_env.get_task_suffix()
         stream = ActionStream(rng, gem_env, ours, careful=rng.random() < 0.3)
         extra = rng.choice([0, 0, 0, rng.randint(1, 3)])  # GEM does not freeze
-        history: list[str] = []
-        for step in range(gem_env.max_turns + 5):
-            action = stream()
-            history.append(action)
-            theirs, mine = gem_env.step(action), ours.step(action)
-            problems = check_step(mine, theirs)
-            if problems:
-                pytest.fail(
-                    f"{env_id}: episode {episode} (seed {seed}) step {step}: "
-                    f"{', '.join(problems)} differ\nboard {gem_env.board}\n"
-                    f"actions: {[a[:200] for a in history]}\ngemjax: {mine!r}\nGEM: {theirs!r}"
-                )
-            seen[classify(theirs[0])] += 1
-            if theirs[2] or theirs[3]:
-                if extra == 0:
-                    break
-                extra -= 1
+        label = f"{env_id}: episode {episode} (seed {seed})"
+        for obs in play_episode(
+            gem_env,
+            ours,
+            stream,
+            extra,
+            gem_env.max_turns + 5,
+            label,
+            lambda: f"board {gem_env.board}",
+        ):
+            seen[classify(obs)] += 1
     assert "other" not in seen
     required = {
         "format_error",

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from gem.envs.game_env.hangman import HangmanEnv
 from gem.envs.game_env.wordle import WordleEnv
-from step_parity import check_step
+from step_parity import check_step, play_episode
 
 import gemjax
 import gemjax.gem as gg
@@ -191,23 +191,17 @@ def run_parity(gem_env, env_id: str, stream_seed: int, episodes: int) -> tuple[C
         ours = gg.from_gem(gem_env, seed=seed)
         stream = ActionStream(rng, gem_env, ours)
         extra = rng.choice([0, 0, rng.randint(1, 3)])  # sometimes go on past the end
-        history: list[str] = []
-        for step in range(gem_env.max_turns + 4):
-            action = stream()
-            history.append(action)
-            theirs, mine = gem_env.step(action), ours.step(action)
-            problems = check_step(mine, theirs)
-            if problems:
-                pytest.fail(
-                    f"{env_id}: episode {episode} (seed {seed}) step {step}: "
-                    f"{', '.join(problems)} differ\nsecret {gem_env.secret_word}\n"
-                    f"actions: {[a[:80] for a in history]}\ngemjax: {mine!r}\nGEM: {theirs!r}"
-                )
-            seen[classify(theirs[0])] += 1
-            if theirs[2] or theirs[3]:
-                if extra == 0:
-                    break
-                extra -= 1
+        label = f"{env_id}: episode {episode} (seed {seed})"
+        for obs in play_episode(
+            gem_env,
+            ours,
+            stream,
+            extra,
+            gem_env.max_turns + 4,
+            label,
+            lambda: f"secret {gem_env.secret_word}",
+        ):
+            seen[classify(obs)] += 1
     return seen, configs
 
 
