@@ -146,6 +146,12 @@ class Environment(abc.ABC, Generic[TState, TParams]):
     def suffix_values(self, state: TState) -> Mapping[str, jax.Array]:
         """Slot values of :attr:`suffix` for ``state``."""
 
+    def printed_words(self, params: TParams) -> tuple[str, ...]:
+        """Words the game's text can show besides its templates' fixed text, as printed
+        (a word game's list); a token bridge tokenizes them ahead of time. None by
+        default."""
+        return ()
+
     def random_action(self, key: jax.Array, state: TState) -> jax.Array:
         """A random well-formed action, as GEM's ``sample_random_action`` draws it.
 

@@ -224,6 +224,14 @@ class WordGame(Environment[TState, WordGameParams]):
     def validate_params(self, params: WordGameParams) -> None:
         params.bank.validate(self.size, self.history)
 
+    def printed_words(self, params: WordGameParams) -> tuple[str, ...]:
+        """Every word of the bank's pools, upper case as the game prints them."""
+        words = np.asarray(params.bank.words)
+        counts = np.asarray(params.bank.num_words)
+        return tuple(
+            sorted({decode(row) for pool, n in zip(words, counts, strict=True) for row in pool[:n]})
+        )
+
     def action_space(self, params: WordGameParams) -> MultiDiscrete:
         """``[num_letters in 0..C+1, c_i in 0..26]``: 0 letters is a format error, any
         count other than the word length a wrong length (Hangman: 1 is a letter

@@ -51,8 +51,12 @@ class TokenText(NamedTuple):
         ids: int32[capacity] token ids, padded with the bridge's pad id.
         length: int32[] number of valid ids (at most ``capacity``).
         overflow: bool[] the text needed more than ``capacity`` tokens.
+        canonical: bool[] the ids are ``tokenizer.encode(text)`` (else some piece
+            of the text, typically letters the player typed, was written as one
+            token per UTF-8 byte: it still decodes to the exact text).
     """
 
     ids: jax.Array
     length: jax.Array
     overflow: jax.Array
+    canonical: jax.Array

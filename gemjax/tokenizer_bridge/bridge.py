@@ -1,0 +1,513 @@
+"""``TokenBridge``: a game's text as token ids, rendered and parsed inside ``jit``.
+
+Built once per (env, tokenizer) on the host; everything it returns is a pure,
+jittable, vmappable function of arrays::
+
+    bridge = TokenBridge(gemjax.make("game:GuessTheNumber-v0-hard"), load_tokenizer("qwen3"))
+    obs = bridge.render(state, ts)               # TokenText(ids, length, overflow, canonical)
+    prompt = bridge.prompt_start(ts)             # GEM's ``concat`` observation, step by step
+    prompt = bridge.prompt_step(prompt, ts)
+    text = bridge.render_prompt(prompt, state)   # instructions, observations, suffix
+    action, ok = bridge.parse(ids, length)       # what ``grammar.parse(decode(ids))`` gives
+
+Guarantees (tested for every registered game with ``qwen3`` and ``bytes``):
+``tokenizer.decode(ids[:length])`` is the host text byte for byte whenever
+``overflow`` is False; and the ids are ``tokenizer.encode(text)`` whenever
+``canonical`` is True, which holds for everything the game prints itself (with
+``qwen3``; always with ``bytes``). Text the player typed that the tables do not hold
+(a word, a letter guess) is written one token per UTF-8 byte.
+
+**Prompts.** :meth:`prompt_start` / :meth:`prompt_step` keep a :class:`Prompt`: the
+tokens of the observations so far but the newest, each followed by a line break as
+GEM's ``maybe_add_new_line`` adds it, and the newest observation's code points;
+:meth:`render_prompt` tokenizes the newest observation together with the suffix (and
+the chat template's tail), so tokens that span those joins are canonical. With
+``chat=True`` the text is wrapped in the ``qwen3_game`` template GEM's trainers use.
+**Overflow rule:** a prompt longer than ``prompt_capacity`` tokens keeps its first
+``prompt_capacity`` tokens and sets ``overflow``; once the history overflows it
+stays overflowed until the next :meth:`prompt_start`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from transformers import PreTrainedTokenizerBase
+
+from gemjax.core import Environment, TimeStep
+from gemjax.tokenizer_bridge.device_render import ProgramTable
+from gemjax.tokenizer_bridge.device_types import DeviceParsed, EchoText, TokenText
+from gemjax.tokenizer_bridge.segments import END, OTHER_NEXT, SPECIAL_BASE, SegmentTokenizer
+from gemjax.tokenizer_bridge.templates import Board, MessageTable
+
+CHAT_PREFIX = (
+    "<|im_start|>user\nYou are playing language games. Make valid actions to win.\nObservation: "
+)
+CHAT_TAIL = (
+    "\nPlease reason step by step, and put your final answer within \\boxed{}.<|im_end|>\n"
+    "<|im_start|>assistant\n"
+)
+SPECIALS = ("<|im_start|>", "<|im_end|>")
+SAMPLES_PER_PROGRAM = 48
+MIN_SAMPLES = 768  # sampled renderings per table at least
+MAX_WORD_SEGMENTS = 200_000  # printed words x contexts tokenized ahead of time
+_ASCII_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+class Prompt(NamedTuple):
+    """The running ``concat`` prompt of one episode (a pytree; vmap for batches).
+
+    Attributes:
+        history: tokens of every observation but the newest, each with its line break.
+        newest: int32[obs_capacity] code points of the newest observation (with the
+            chat prefix when it is the first and ``chat``).
+        newest_length: int32[] its length.
+        turns: int32[] observations after the reset one.
+    """
+
+    history: TokenText
+    newest: jax.Array
+    newest_length: jax.Array
+    turns: jax.Array
+
+
+def _with_markers(text: str) -> str:
+    """``text`` with each special token replaced by its marker code point."""
+    for index, special in enumerate(SPECIALS):
+        text = text.replace(special, chr(SPECIAL_BASE + index))
+    return text
+
+
+def _concat(
+    first: jax.Array,
+    first_length: jax.Array,
+    second: jax.Array,
+    second_length: jax.Array,
+    capacity: int,
+) -> tuple[jax.Array, jax.Array]:
+    """``(first[:first_length] + second[:second_length])`` in a ``capacity`` buffer."""
+    position = jnp.arange(capacity)
+    take_second = position >= first_length
+    index = jnp.where(take_second, position - first_length, position)
+    values = jnp.where(
+        take_second,
+        second[jnp.clip(index, 0, second.shape[0] - 1)],
+        first[jnp.clip(index, 0, first.shape[0] - 1)],
+    )
+    total = first_length + second_length
+    return jnp.where(position < total, values, 0), jnp.minimum(total, capacity)
+
+
+def _add_line_break(chars: jax.Array, length: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """GEM's ``maybe_add_new_line``: a ``"\\n"`` unless empty or already ending in one."""
+    last = chars[jnp.maximum(length - 1, 0)]
+    add = (length > 0) & (last != ord("\n")) & (length < chars.shape[0])
+    chars = jnp.where(add & (jnp.arange(chars.shape[0]) == length), ord("\n"), chars)
+    return chars, length + add.astype(jnp.int32)
+
+
+class TokenBridge:
+    """Token ids of a game's text and actions, on device (see the module docstring).
+
+    Args:
+        env: a kernel env (``gemjax.make(id)``).
+        tokenizer: a byte-level transformers tokenizer (``load_tokenizer``).
+        capacity: token ids in a rendered observation or suffix (default: twice
+            ``text_capacity``).
+        prompt_capacity: token ids in a rendered prompt.
+        text_capacity: code points one message (or suffix) may take (default: the
+            longest text the templates can print, echoes at full capacity).
+        echo_capacity: code points kept of text the player typed.
+        max_tokens: token ids :meth:`parse` reads.
+        seed: seed of the host sampling that builds the segment table.
+
+    Attributes:
+        non_canonical: per message name (and ``"suffix"``), the fraction of sampled
+            renderings (random slot values, no player text) that were not canonical
+            at construction; messages not listed were always canonical.
+        vocab: int32[V] sorted token ids the game's text and actions can use (the
+            compact vocabulary; see :meth:`to_compact` / :meth:`to_full`).
+    """
+
+    def __init__(
+        self,
+        env: Environment,
+        tokenizer: PreTrainedTokenizerBase,
+        capacity: int | None = None,
+        prompt_capacity: int = 4096,
+        text_capacity: int | None = None,
+        echo_capacity: int = 64,
+        max_tokens: int = 256,
+        seed: int = 0,
+    ) -> None:
+        self.env = env
+        self.tokenizer = tokenizer
+        self.prompt_capacity = prompt_capacity
+        self.max_tokens = max_tokens
+        specials = tuple(s for s in SPECIALS if s in tokenizer.get_vocab())
+        self.chat_supported = specials == SPECIALS
+        self.messages = ProgramTable(
+            env.messages, echo_capacity, lead=(_with_markers(CHAT_PREFIX),)
+        )
+        self.suffix_table = MessageTable(suffix=env.suffix)
+        self.suffix = ProgramTable(
+            self.suffix_table, echo_capacity, trail=(_with_markers(CHAT_TAIL),)
+        )
+        self.text_capacity = text_capacity or max(self.messages.max_length, self.suffix.max_length)
+        self.capacity = capacity or 2 * self.text_capacity
+        self._tail = jnp.asarray([ord(c) for c in _with_markers(CHAT_TAIL)], jnp.int32)
+        self.segments = SegmentTokenizer(tokenizer, specials)
+        self.non_canonical = self._build_table(np.random.default_rng(seed))
+        self.vocab = self._vocabulary()
+        self._parser: Any = None
+
+    # --- code points ----------------------------------------------------------------
+
+    def event_chars(
+        self,
+        kind: jax.Array,
+        args: jax.Array,
+        echoes: Mapping[str, EchoText] | None = None,
+        lead: Any = 0,
+    ) -> tuple[jax.Array, jax.Array]:
+        """``(code points int32[text_capacity], length)`` of one event's message."""
+        chars, length, _ = self.messages.render(kind, args, echoes, self.text_capacity, lead=lead)
+        return chars, length
+
+    def suffix_chars(self, state: Any, tail: Any = 0) -> tuple[jax.Array, jax.Array]:
+        """``(code points, length)`` of the suffix of ``state`` (with the chat tail if set)."""
+        args = self.suffix.args_from_values(self.env.suffix_values(state))
+        chars, length, _ = self.suffix.render(
+            jnp.int32(0), args, None, self.text_capacity, trail=tail
+        )
+        return chars, length
+
+    # --- rendering --------------------------------------------------------------------
+
+    def render(
+        self, state: Any, ts: TimeStep, echoes: Mapping[str, EchoText] | None = None
+    ) -> TokenText:
+        """Token ids of the observation ``gemjax.gem`` returns for ``ts`` (the
+        instructions on reset). ``echoes``: the parser's, for messages that repeat
+        what the player typed (:meth:`parse_full`)."""
+        del state  # the observation text is a function of the event
+        chars, length = self.event_chars(ts.event.kind, ts.event.args, echoes)
+        return self.segments.tokenize(chars, length, self.capacity)
+
+    def render_suffix(self, state: Any) -> TokenText:
+        """Token ids of the suffix (``info["suffix"]``) of ``state``."""
+        chars, length = self.suffix_chars(state)
+        return self.segments.tokenize(chars, length, self.capacity)
+
+    def prompt_start(self, ts: TimeStep, chat: bool = False) -> Prompt:
+        """The prompt after a reset: the instructions (with the chat prefix if ``chat``)."""
+        self._check_chat(chat)
+        chars, length = self.event_chars(ts.event.kind, ts.event.args, None, lead=int(chat))
+        empty = TokenText(
+            jnp.zeros((self.prompt_capacity,), jnp.int32),
+            jnp.int32(0),
+            jnp.bool_(False),
+            jnp.bool_(True),
+        )
+        return Prompt(empty, chars, length, jnp.int32(0))
+
+    def prompt_step(
+        self, prompt: Prompt, ts: TimeStep, echoes: Mapping[str, EchoText] | None = None
+    ) -> Prompt:
+        """The prompt after a step whose timestep is ``ts``: the newest observation
+        joins the history and ``ts``'s observation becomes the newest."""
+        chars, length = _add_line_break(prompt.newest, prompt.newest_length)
+        line = self.segments.tokenize(chars, length, self.prompt_capacity, end_follower=OTHER_NEXT)
+        ids, total = _concat(
+            prompt.history.ids, prompt.history.length, line.ids, line.length, self.prompt_capacity
+        )
+        overflow = (
+            prompt.history.overflow
+            | line.overflow
+            | (prompt.history.length + line.length > self.prompt_capacity)
+        )
+        history = TokenText(ids, total, overflow, prompt.history.canonical & line.canonical)
+        new_chars, new_length = self.event_chars(ts.event.kind, ts.event.args, echoes)
+        return Prompt(history, new_chars, new_length, prompt.turns + 1)
+
+    def render_prompt(self, prompt: Prompt, state: Any, chat: bool = False) -> TokenText:
+        """Token ids of GEM's ``concat`` observation: every observation so far, each
+        on its own line, then the suffix of ``state`` (none after a reset of a game
+        whose reset info has no suffix); inside the ``qwen3_game`` template if ``chat``."""
+        self._check_chat(chat)
+        newest, newest_length = _add_line_break(prompt.newest, prompt.newest_length)
+        suffix, suffix_length = self.suffix_chars(state, tail=int(chat))
+        if not self.env.reset_info_has_suffix:
+            tail_length = jnp.int32(len(self._tail) if chat else 0)
+            tail = jnp.pad(self._tail, (0, max(self.text_capacity - len(self._tail), 0)))
+            without = prompt.turns == 0
+            suffix = jnp.where(without, tail[: suffix.shape[0]], suffix)
+            suffix_length = jnp.where(without, tail_length, suffix_length)
+        chars, length = _concat(
+            newest, newest_length, suffix, suffix_length, 2 * self.text_capacity
+        )
+        tail_tokens = self.segments.tokenize(chars, length, self.prompt_capacity)
+        ids, total = _concat(
+            prompt.history.ids,
+            prompt.history.length,
+            tail_tokens.ids,
+            tail_tokens.length,
+            self.prompt_capacity,
+        )
+        overflow = (
+            prompt.history.overflow
+            | tail_tokens.overflow
+            | (prompt.history.length + tail_tokens.length > self.prompt_capacity)
+        )
+        return TokenText(ids, total, overflow, prompt.history.canonical & tail_tokens.canonical)
+
+    def _check_chat(self, chat: bool) -> None:
+        if chat and not self.chat_supported:
+            raise ValueError(
+                f"the tokenizer has no {SPECIALS} special tokens for the chat template"
+            )
+
+    # --- parsing --------------------------------------------------------------------
+
+    @property
+    def parser(self) -> Any:
+        """The device parser of the game's grammar (built on first use)."""
+        if self._parser is None:
+            from gemjax.tokenizer_bridge.device_parse import TokenParser
+
+            self._parser = TokenParser(
+                self.env.grammar, self.tokenizer, echo_capacity=self.messages.echo_capacity
+            )
+        return self._parser
+
+    def parse(self, ids: jax.Array, length: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(action, ok)`` of generated ``ids[:length]``, as the host grammar parses
+        their decoded text; ``action`` is what the kernel's ``step`` accepts."""
+        return self.parser.parse(ids, length)
+
+    def parse_full(self, ids: jax.Array, length: jax.Array) -> DeviceParsed:
+        """:meth:`parse` with the echo texts messages repeat (pass them to :meth:`render`)."""
+        return self.parser.parse_full(ids, length)
+
+    # --- compact vocabulary -------------------------------------------------------
+
+    def to_compact(self, ids: jax.Array) -> jax.Array:
+        """Compact ids (indices into :attr:`vocab`) of full-vocabulary ``ids``; ids
+        outside the vocabulary map to -1."""
+        vocab = jnp.asarray(self.vocab)
+        index = jnp.clip(jnp.searchsorted(vocab, ids), 0, vocab.shape[0] - 1)
+        return jnp.where(vocab[index] == ids, index, -1).astype(jnp.int32)
+
+    def to_full(self, compact: jax.Array) -> jax.Array:
+        """Full-vocabulary ids of compact ids."""
+        return jnp.asarray(self.vocab)[compact]
+
+    def _vocabulary(self) -> np.ndarray:
+        """Every id the renderer can emit, every byte token, the specials, and the
+        tokens of the grammar's rendering of sampled actions."""
+        ids = [self.segments.token_ids, np.asarray(self.segments.byte_ids)]
+        ids.append(np.asarray(self.segments.special_ids, np.int32))
+        env, params = self.env, self.env.default_params
+
+        @jax.jit
+        def sample_actions(keys: jax.Array) -> jax.Array:
+            states, _ = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+            return jax.vmap(env.random_action)(keys, states)
+
+        actions = np.asarray(sample_actions(jax.random.split(jax.random.key(0), 256)))
+        texts = sorted({self.env.grammar.render(a) for a in actions} | {"\\boxed{}"})
+        ids += [
+            np.asarray(self.tokenizer.encode(t, add_special_tokens=False), np.int32) for t in texts
+        ]
+        return np.unique(np.concatenate(ids)).astype(np.int32)
+
+    # --- the segment table (host) ------------------------------------------------
+
+    def _build_table(self, rng: np.random.Generator) -> dict[str, float]:
+        """Sample renderings of every program, add their segments, then measure the
+        canonical rate on fresh samples. Returns the non-canonical fractions."""
+        if not self.segments.merges:  # one token per byte: canonical by construction
+            self.segments.freeze()
+            return {}
+        sample = jax.jit(self._sample_segments)
+        found: set[tuple[tuple[int, ...], int]] = set()
+        for _ in range(2):
+            found |= set().union(*_row_segments(*sample(*self._sample_inputs(rng))))
+        self.segments.add_segments(sorted(found))
+        self.segments.add_segments(self._word_segments(found))
+        self.segments.freeze()
+        inputs = self._sample_inputs(rng)
+        return self._measure(np.asarray(inputs[0]), _row_segments(*sample(*inputs)))
+
+    def _word_segments(
+        self, found: set[tuple[tuple[int, ...], int]]
+    ) -> list[tuple[tuple[int, ...], int]]:
+        """The game's printed words and every capital letter (a board cell, a guessed
+        letter) in every context an upper-case letter run was seen in (the text
+        before the run in its segment, and what followed)."""
+        words = (*self.env.printed_words(self.env.default_params), *_ASCII_LETTERS[:26])
+        contexts = set()
+        for chars, follower in found:
+            text = "".join(map(chr, chars))
+            run = len(text) - len(text.rstrip(_ASCII_LETTERS))
+            if run and text[-run:].isupper():
+                contexts.add((text[:-run], follower))
+        if len(words) * len(contexts) > MAX_WORD_SEGMENTS:
+            return []
+        return [
+            (tuple(map(ord, prefix + word)), follower)
+            for prefix, follower in sorted(contexts)
+            for word in words
+        ]
+
+    def _sample_args(
+        self, rng: np.random.Generator, table: ProgramTable
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(kinds int32[n], args int32[n, num_args])``: every program of ``table``
+        :data:`SAMPLES_PER_PROGRAM` times (at least :data:`MIN_SAMPLES` in all). Args
+        that index a string table (choices, symbols, cells) take one per-sample
+        background index (index 0 half the time) with a random probability, else a
+        uniform one, so cells and list items repeat in runs of every length; integers
+        are small or large."""
+        domains = _arg_domains(table.table)
+        boards = [
+            (table.table.arg_slices[slot.name], slot.shape, len(slot.cells))
+            for slot in table.table.slots.values()
+            if isinstance(slot, Board)
+        ]
+        per_program = max(SAMPLES_PER_PROGRAM, -(-MIN_SAMPLES // table.num_programs))
+        kinds, rows = [], []
+        for kind, dims in enumerate(table.kind_dims):
+            extents = [range(extent + 1) for _, _, extent in dims]
+            for shape in itertools.product(*extents):
+                for _ in range(per_program):
+                    # A background index (0 half the time) filling a random share of
+                    # the indexed args, the rest uniform: runs of every length.
+                    background = 0.0 if rng.random() < 0.5 else rng.random()
+                    uniform = rng.random(len(domains))
+                    share = 1.0 if rng.random() < 0.25 else rng.uniform(0.3, 1.0)
+                    picked = np.where(rng.random(len(domains)) < share, background, uniform)
+                    args = np.where(domains > 0, (picked * domains).astype(np.int64), 0)
+                    numbers = np.where(
+                        rng.random(len(domains)) < 0.1,
+                        rng.integers(0, 2**31 - 1, len(domains)),
+                        rng.integers(0, 100, len(domains)),
+                    )
+                    args = np.where(domains > 0, args, numbers)
+                    for block, (height, width), size in boards:
+                        args[block] = _board_rows(rng, height, width, size)
+                    for (_, arg, _), value in zip(dims, shape, strict=True):
+                        args[arg] = value
+                    kinds.append(kind)
+                    rows.append(args)
+        return np.asarray(kinds, np.int32), np.asarray(rows, np.int32).reshape(len(rows), -1)
+
+    def _sample_inputs(self, rng: np.random.Generator) -> tuple[jax.Array, ...]:
+        """``(kinds, args, suffix args, pick)``: sampled events of every program of the
+        messages and the suffix; ``pick`` pairs each suffix with a message."""
+        kinds, args = self._sample_args(rng, self.messages)
+        _, suffix_args = self._sample_args(rng, self.suffix)
+        pick = rng.integers(0, len(kinds), len(suffix_args))
+        return tuple(jnp.asarray(x) for x in (kinds, args, suffix_args, pick))
+
+    def _sample_segments(
+        self, kinds: jax.Array, args: jax.Array, suffix_args: jax.Array, pick: jax.Array
+    ) -> tuple[jax.Array, ...]:
+        """Segments of the sampled events rendered in every mode the bridge uses
+        (alone, as a prompt line, a line followed by the suffix; with and without the
+        chat template): ``(chars, lengths, starts, ends, followers)`` (traced)."""
+        capacity = 2 * self.text_capacity
+        render = jax.vmap(
+            lambda k, a, lead: self.messages.render(k, a, None, capacity, lead=lead)[:2],
+            in_axes=(0, 0, None),
+        )
+        suffix = jax.vmap(
+            lambda a, trail: self.suffix.render(jnp.int32(0), a, None, capacity, trail=trail)[:2],
+            in_axes=(0, None),
+        )
+        line = jax.vmap(_add_line_break)
+        join = jax.vmap(lambda a, b, c, d: _concat(a, b, c, d, capacity))
+        batches = []
+        for chat in range(1 + self.chat_supported):
+            chars, lengths = render(kinds, args, chat)
+            line_chars, line_lengths = line(chars, lengths)
+            batches += [(chars, lengths, END), (line_chars, line_lengths, OTHER_NEXT)]
+            joined = join(line_chars[pick], line_lengths[pick], *suffix(suffix_args, chat))
+            batches.append((*joined, END))
+            if chat and not self.env.reset_info_has_suffix:
+                tail = jnp.broadcast_to(
+                    jnp.pad(self._tail, (0, capacity - len(self._tail))), chars.shape
+                )
+                tail_lengths = jnp.full(lengths.shape, len(self._tail), jnp.int32)
+                batches.append((*join(line_chars, line_lengths, tail, tail_lengths), END))
+        chars = jnp.concatenate([b[0] for b in batches])
+        lengths = jnp.concatenate([b[1] for b in batches])
+        end_followers = jnp.concatenate([jnp.full(b[1].shape, b[2], jnp.int32) for b in batches])
+        starts, ends, followers = jax.vmap(self.segments.segments)(chars, lengths)
+        followers = jnp.where(ends >= lengths[:, None], end_followers[:, None], followers)
+        return chars, lengths, starts, ends, followers
+
+    def _measure(
+        self, kinds: np.ndarray, rows: list[set[tuple[tuple[int, ...], int]]]
+    ) -> dict[str, float]:
+        """Non-canonical fractions of fresh samples: per message (rendered alone; the
+        first ``len(kinds)`` rows) and ``"prompt"`` (every other way of rendering)."""
+        known = self.segments.known
+        missed = np.asarray([not row <= known for row in rows])
+        rates = {
+            name: float(missed[: len(kinds)][kinds == kind].mean())
+            for kind, name in enumerate(self.env.messages.names)
+        }
+        rates["prompt"] = float(missed[len(kinds) :].mean())
+        return {name: rate for name, rate in rates.items() if rate > 0}
+
+
+def _row_segments(
+    chars: jax.Array, lengths: jax.Array, starts: jax.Array, ends: jax.Array, followers: jax.Array
+) -> list[set[tuple[tuple[int, ...], int]]]:
+    """Per sampled rendering, its distinct ``(code points, follower)`` segments."""
+    chars, lengths, starts, ends, followers = (
+        np.asarray(x) for x in (chars, lengths, starts, ends, followers)
+    )
+    rows = []
+    for row, length in enumerate(lengths.tolist()):
+        text = chars[row, :length].tolist()
+        count = int(np.searchsorted(starts[row], length))
+        rows.append(
+            {
+                (tuple(text[s:e]), f)
+                for s, e, f in zip(
+                    starts[row, :count].tolist(),
+                    ends[row, :count].tolist(),
+                    followers[row, :count].tolist(),
+                    strict=True,
+                )
+            }
+        )
+    return rows
+
+
+def _arg_domains(table: MessageTable) -> np.ndarray:
+    """int64[num_args]: per event arg, the size of the string table it indexes (a
+    choice's options, a symbol list's symbols, a board's cells), 0 for integers."""
+    domains = np.zeros(len(table.arg_names), np.int64)
+    for name, slot in table.slots.items():
+        size = len(getattr(slot, "options", getattr(slot, "symbols", getattr(slot, "cells", ()))))
+        domains[table.arg_slices[name]] = size
+    return domains
+
+
+def _board_rows(rng: np.random.Generator, height: int, width: int, size: int) -> np.ndarray:
+    """int64[height * width] cell codes, row-major: each row its own background code
+    (0 half the time) filling a random share of it, the rest uniform, so runs of every
+    length and position appear within a few samples."""
+    background = np.where(rng.random(height) < 0.5, 0, rng.integers(0, size, height))
+    share = np.where(rng.random(height) < 0.25, 1.0, rng.uniform(0.3, 1.0, height))
+    uniform = rng.integers(0, size, (height, width))
+    rows = np.where(rng.random((height, width)) < share[:, None], background[:, None], uniform)
+    return rows.reshape(-1)

@@ -1,0 +1,268 @@
+"""TokenBridge: device renderings equal the host text (and its canonical tokens).
+
+One id per game is checked in full (observations, suffixes, prompts, chat prompts)
+with ``qwen3`` and ``bytes``; each game's ``-random`` id (which plays every
+configuration of the game) its observations and suffixes with ``qwen3``. Bridges are
+built once per (id, tokenizer) and their jitted rollouts shared through a module cache.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gemjax
+from gemjax.gem.wrappers import ObservationWrapper
+from gemjax.tokenizer_bridge.bridge import CHAT_PREFIX, CHAT_TAIL, TokenBridge
+
+LANES, STEPS = 8, 6
+ALL_IDS = tuple(gemjax.list_envs())
+ONE_PER_GAME = tuple({i.split("-v0")[0]: i for i in ALL_IDS if i.endswith("-easy")}.values())
+PROMPT_CASES = [(i, name) for i in ONE_PER_GAME for name in ("qwen3", "bytes")]
+# Each game's -random id draws from all its configurations (every board size, word
+# length, code length), so with the -easy ids it covers every text table of the game.
+OTHER_IDS = tuple(i for i in ALL_IDS if i.endswith("-random"))
+
+
+@functools.cache
+def bridge_for(env_id: str, name: str) -> TokenBridge:
+    from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
+
+    return TokenBridge(gemjax.make(env_id), load_tokenizer(name))
+
+
+def host_suffix(env: Any, values: dict[str, np.ndarray]) -> str:
+    """The suffix text of slot values fetched from the device (as ``TextEnv`` does)."""
+    return env.suffix.render(
+        {k: v.reshape(-1).tolist() if v.ndim else int(v) for k, v in values.items()}
+    )
+
+
+def line(text: str) -> str:
+    """GEM's ``maybe_add_new_line``."""
+    return text + "\n" if text and not text.endswith("\n") else text
+
+
+@functools.cache
+def rollout_fn(env_id: str, name: str, prompts: bool = True) -> Any:
+    """A jitted random-play rollout returning every rendering per lane and step
+    (``prompts``: the concat prompts too)."""
+    bridge = bridge_for(env_id, name)
+    env, params = bridge.env, bridge.env.default_params
+
+    def lane(key: jax.Array) -> Any:
+        state, ts = env.reset(key, params)
+        carry = (state, ts, bridge.prompt_start(ts), bridge.prompt_start(ts, chat=True))
+
+        def body(carry: Any, step_key: jax.Array) -> Any:
+            state, ts, prompt, chat = carry
+            out = {
+                "kind": ts.event.kind,
+                "args": ts.event.args,
+                "suffix_values": dict(env.suffix_values(state)),
+                "obs": bridge.render(state, ts),
+                "suffix": bridge.render_suffix(state),
+            }
+            if prompts:
+                out["prompt"] = bridge.render_prompt(prompt, state)
+                out["chat"] = bridge.render_prompt(chat, state, chat=True)
+            action = env.random_action(step_key, state)
+            state, ts = env.step(step_key, state, action, params)
+            if prompts:
+                prompt, chat = bridge.prompt_step(prompt, ts), bridge.prompt_step(chat, ts)
+            return (state, ts, prompt, chat), out
+
+        _, outs = jax.lax.scan(body, carry, jax.random.split(key, STEPS))
+        return outs
+
+    return jax.jit(jax.vmap(lane))
+
+
+def tokens_of(text: Any, lane: int, step: int) -> list[int]:
+    return np.asarray(text.ids[lane, step, : int(text.length[lane, step])]).tolist()
+
+
+def check_text(tokenizer: Any, text: Any, lane: int, step: int, host: str) -> bool:
+    """Decoded ids equal ``host``; ids are the canonical encoding when flagged so.
+    Returns the canonical flag."""
+    assert not bool(text.overflow[lane, step])
+    ids = tokens_of(text, lane, step)
+    assert tokenizer.decode(ids) == host, (lane, step, host[-300:])
+    canonical = bool(text.canonical[lane, step])
+    if canonical:
+        assert ids == tokenizer.encode(host, add_special_tokens=False), (lane, step, host[-300:])
+    return canonical
+
+
+def check_rollout(env_id: str, name: str, prompts: bool) -> None:
+    bridge = bridge_for(env_id, name)
+    env, tokenizer = bridge.env, bridge.tokenizer
+    keys = jax.random.split(jax.random.key(3), LANES)
+    outs = jax.device_get(rollout_fn(env_id, name, prompts)(keys))
+    flags = []
+    for lane in range(LANES):
+        history: list[str] = []
+        for step in range(STEPS):
+            args = outs["args"][lane, step].tolist()
+            obs = env.messages.render(int(outs["kind"][lane, step]), args)
+            values = {k: v[lane, step] for k, v in outs["suffix_values"].items()}
+            suffix = host_suffix(env, values)
+            flags.append(check_text(tokenizer, outs["obs"], lane, step, obs))
+            flags.append(check_text(tokenizer, outs["suffix"], lane, step, suffix))
+            history.append(obs)
+            if not prompts:
+                continue
+            with_suffix = step > 0 or env.reset_info_has_suffix
+            prompt = "".join(line(o) for o in history) + (suffix if with_suffix else "")
+            flags.append(check_text(tokenizer, outs["prompt"], lane, step, prompt))
+            chat = CHAT_PREFIX + prompt + CHAT_TAIL
+            flags.append(check_text(tokenizer, outs["chat"], lane, step, chat))
+    # Well-formed play (the game's own sampler) is canonical throughout.
+    assert all(flags), f"canonical rate {np.mean(flags):.3f}"
+
+
+@pytest.mark.parametrize(("env_id", "name"), PROMPT_CASES)
+def test_random_play_renders_exact_canonical_text_and_prompts(env_id, name):
+    check_rollout(env_id, name, prompts=True)
+
+
+@pytest.mark.parametrize("env_id", OTHER_IDS)
+def test_every_id_renders_exact_canonical_observations(env_id):
+    check_rollout(env_id, "qwen3", prompts=False)
+
+
+@pytest.mark.parametrize("env_id", ["game:Mastermind-v0-easy", "game:Minesweeper-v0-easy"])
+def test_concat_rule_matches_the_observation_wrapper(env_id):
+    """The host prompt rule used above is what GEM's ``concat`` wrapper builds."""
+    raw = gemjax.gem.make(env_id)
+    wrapped = ObservationWrapper(
+        gemjax.gem.make(env_id), include_action=False, include_chat_template=False
+    )
+    obs, info = raw.reset(seed=5)
+    text, _ = wrapped.reset(seed=5)
+    history = [obs]
+    assert text == line(obs) + info.get("suffix", "")
+    for _ in range(6):
+        action = raw.sample_random_action()
+        obs, _, terminated, truncated, info = raw.step(action)
+        text, *_ = wrapped.step(action)
+        history.append(obs)
+        assert text == "".join(line(o) for o in history) + info.get("suffix", "")
+        if terminated or truncated:
+            break
+
+
+def encode_batch(tokenizer: Any, texts: list[str], width: int) -> tuple[jax.Array, jax.Array]:
+    ids = np.zeros((len(texts), width), np.int32)
+    lengths = np.zeros(len(texts), np.int32)
+    for row, text in enumerate(texts):
+        encoded = tokenizer.encode(text, add_special_tokens=False)[:width]
+        ids[row, : len(encoded)] = encoded
+        lengths[row] = len(encoded)
+    return jnp.asarray(ids), jnp.asarray(lengths)
+
+
+def adversarial(text: str, rng: np.random.Generator) -> str:
+    """A response the grammar still reads, with what messages echo made odd: numbers
+    with leading zeros or 40 digits, letters in mixed case, an unknown command word."""
+    choice = rng.integers(4)
+    if choice == 0:
+        return re.sub(r"\d+", lambda m: "00" + m.group(), text)
+    if choice == 1:
+        return re.sub(r"\d+", lambda m: "9" * 40, text, count=1)
+    if choice == 2:
+        return "".join(c.lower() if rng.random() < 0.5 else c for c in text)
+    return re.sub(r"\{[a-z]+", "{Dig", text)
+
+
+@pytest.mark.parametrize("env_id", ONE_PER_GAME)
+def test_parsed_echoes_render_what_the_host_prints(env_id):
+    """Text actions parsed on device, stepped, rendered with the parser's echoes."""
+    bridge = bridge_for(env_id, "qwen3")
+    env, params, tokenizer = bridge.env, bridge.env.default_params, bridge.tokenizer
+    count = 48
+    keys = jax.random.split(jax.random.key(11), count)
+    states, _ = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    actions = np.asarray(jax.vmap(env.random_action)(keys, states))
+    rng = np.random.default_rng(0)
+    texts = ["I think " + adversarial(env.grammar.render(a), rng) for a in actions]
+    ids, lengths = encode_batch(tokenizer, texts, 96)
+
+    @jax.jit
+    def device(keys, states, ids, lengths):
+        parsed = jax.vmap(bridge.parse_full)(ids, lengths)
+        _, ts = jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, states, parsed.action, params)
+        return parsed.action, ts.event, jax.vmap(bridge.render)(states, ts, parsed.echoes)
+
+    action, event, rendered = jax.device_get(device(keys, states, ids, lengths))
+    canonical = []
+    for row, text in enumerate(texts):
+        host = env.grammar.parse(text)
+        np.testing.assert_array_equal(action[row], np.asarray(host.action), err_msg=text)
+        expected = env.messages.render(int(event.kind[row]), event.args[row].tolist(), host.echoes)
+        got = np.asarray(rendered.ids[row, : int(rendered.length[row])]).tolist()
+        assert tokenizer.decode(got) == expected, (text, expected)
+        canonical.append(bool(rendered.canonical[row]))
+        if canonical[-1]:
+            assert got == tokenizer.encode(expected, add_special_tokens=False)
+    print(env_id, "canonical rate under adversarial echoes", np.mean(canonical))
+
+
+def test_prompt_overflow_keeps_the_first_tokens():
+    full = bridge_for("game:GuessTheNumber-v0-easy", "qwen3")
+    small = copy.copy(full)
+    small.prompt_capacity = 40
+    env = full.env
+    state, first = env.reset(jax.random.key(0), env.default_params)
+    short = small.render_prompt(small.prompt_start(first), state)
+    whole = full.render_prompt(full.prompt_start(first), state)
+    assert bool(short.overflow) and not bool(whole.overflow)
+    assert int(short.length) == 40 and int(whole.length) > 40
+    np.testing.assert_array_equal(short.ids, whole.ids[:40])
+    # Once the history overflows, later prompts stay overflowed.
+    state, ts = env.step(jax.random.key(1), state, jnp.int32(3), env.default_params)
+    history = small.prompt_step(small.prompt_start(first), ts)
+    assert bool(history.history.overflow)
+    later = small.render_prompt(history, state)
+    assert bool(later.overflow) and int(later.length) == 40
+
+
+@pytest.mark.parametrize("env_id", ONE_PER_GAME[:3])
+def test_compact_vocabulary_round_trips(env_id):
+    bridge = bridge_for(env_id, "qwen3")
+    env = bridge.env
+    outs = jax.device_get(rollout_fn(env_id, "qwen3")(jax.random.split(jax.random.key(3), LANES)))
+    used = np.concatenate(
+        [np.asarray(outs[k].ids[..., :64]).reshape(-1) for k in ("obs", "suffix")]
+    )
+    compact = np.asarray(bridge.to_compact(jnp.asarray(used)))
+    assert (compact >= 0).all() and (compact < len(bridge.vocab)).all()
+    np.testing.assert_array_equal(np.asarray(bridge.to_full(jnp.asarray(compact))), used)
+    outside = np.setdiff1d(np.arange(2000), bridge.vocab)[:5]
+    assert (np.asarray(bridge.to_compact(jnp.asarray(outside))) == -1).all()
+    actions = [
+        env.grammar.render(
+            np.zeros_like(
+                np.asarray(env.action_space(env.default_params).sample(jax.random.key(0)))
+            )
+        )
+    ]
+    for text in actions:
+        ids = bridge.tokenizer.encode(text, add_special_tokens=False)
+        assert (np.asarray(bridge.to_compact(jnp.asarray(ids))) >= 0).all(), text
+
+
+def test_construction_reports_non_canonical_messages():
+    wordle = bridge_for("game:Wordle-v0-easy", "qwen3")
+    guess_the_number = bridge_for("game:GuessTheNumber-v0-hard", "qwen3")
+    bytes_bridge = bridge_for("game:Wordle-v0-easy", "bytes")
+    # Random letter strings are not in the word list: reported, with a rate.
+    assert 0 < wordle.non_canonical["feedback"] < 1
+    assert guess_the_number.non_canonical == {} and bytes_bridge.non_canonical == {}
