@@ -3,7 +3,7 @@
 For each game (one id per game by default) at batch ``B`` (default 4096):
 
 * **device**: one jitted, vmapped call that renders every lane's observation and
-  suffix to ``qwen3`` token ids (:meth:`TokenBridge.render`,
+  suffix to ``qwen3`` token ids (buffers of :data:`CAPACITY` tokens) (:meth:`TokenBridge.render`,
   :meth:`TokenBridge.render_suffix`) and parses a generated response per lane from
   token ids (:meth:`TokenBridge.parse`);
 * **host**: what a host loop does for the same work: render the strings (gemjax's
@@ -35,6 +35,7 @@ from gemjax.tokenizer_bridge.bridge import TokenBridge
 from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
+CAPACITY = 256  # token ids per rendered observation / suffix
 FILLER = "Let me think about the feedback so far and narrow it down step by step. "
 
 
@@ -90,13 +91,15 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
     _, ids, lengths = responses(env, state, tokenizer, 64)
     ids_d, lengths_d = jnp.asarray(ids), jnp.asarray(lengths)
 
+    def render(state: Any, ts: Any) -> Any:
+        return (
+            jax.vmap(lambda s, t: bridge.render(s, t, capacity=CAPACITY))(state, ts),
+            jax.vmap(lambda s: bridge.render_suffix(s, capacity=CAPACITY))(state),
+        )
+
     @jax.jit
     def device(state: Any, ts: Any, ids: jax.Array, lengths: jax.Array) -> Any:
-        return (
-            jax.vmap(bridge.render)(state, ts),
-            jax.vmap(bridge.render_suffix)(state),
-            jax.vmap(bridge.parse)(ids, lengths),
-        )
+        return render(state, ts), jax.vmap(bridge.parse)(ids, lengths)
 
     start = time.perf_counter()
     jax.block_until_ready(device(state, ts, ids_d, lengths_d))
@@ -104,10 +107,9 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
     device_seconds = best_of(
         repeats, lambda: jax.block_until_ready(device(state, ts, ids_d, lengths_d))
     )
-    render_only = jax.jit(
-        lambda s, t: (jax.vmap(bridge.render)(s, t), jax.vmap(bridge.render_suffix)(s))
-    )
-    jax.block_until_ready(render_only(state, ts))
+    render_only = jax.jit(render)
+    observations, suffixes = render_only(state, ts)
+    overflow = float(jax.numpy.mean(observations.overflow | suffixes.overflow))
     device_render = best_of(repeats, lambda: jax.block_until_ready(render_only(state, ts)))
 
     kinds = np.asarray(ts.event.kind).tolist()
@@ -147,6 +149,8 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
         "ratio": host_seconds / device_seconds,
         "render_ratio": host_render_seconds / device_render,
         "non_canonical_at_construction": bridge.non_canonical,
+        "token_capacity": CAPACITY,
+        "overflow_fraction": overflow,
     }
 
 

@@ -190,19 +190,40 @@ class TokenBridge:
     # --- rendering --------------------------------------------------------------------
 
     def render(
-        self, state: Any, ts: TimeStep, echoes: Mapping[str, EchoText] | None = None
+        self,
+        state: Any,
+        ts: TimeStep,
+        echoes: Mapping[str, EchoText] | None = None,
+        capacity: int | None = None,
     ) -> TokenText:
         """Token ids of the observation ``gemjax.gem`` returns for ``ts`` (the
         instructions on reset). ``echoes``: the parser's, for messages that repeat
-        what the player typed (:meth:`parse_full`)."""
+        what the player typed (:meth:`parse_full`). ``capacity``: token ids in the
+        output (default :attr:`capacity`); a smaller one renders faster, and text that
+        does not fit sets ``overflow``."""
         del state  # the observation text is a function of the event
-        chars, length = self.event_chars(ts.event.kind, ts.event.args, echoes)
-        return self.segments.tokenize(chars, length, self.capacity)
+        kind, args = ts.event.kind, ts.event.args
+        chars, length, cut = self.messages.render(kind, args, echoes, self._text_capacity(capacity))
+        return self._tokens(chars, length, cut, capacity)
 
-    def render_suffix(self, state: Any) -> TokenText:
-        """Token ids of the suffix (``info["suffix"]``) of ``state``."""
-        chars, length = self.suffix_chars(state)
-        return self.segments.tokenize(chars, length, self.capacity)
+    def render_suffix(self, state: Any, capacity: int | None = None) -> TokenText:
+        """Token ids of the suffix (``info["suffix"]``) of ``state`` (``capacity`` as
+        in :meth:`render`)."""
+        args = self.suffix.args_from_values(self.env.suffix_values(state))
+        chars, length, cut = self.suffix.render(
+            jnp.int32(0), args, None, self._text_capacity(capacity)
+        )
+        return self._tokens(chars, length, cut, capacity)
+
+    def _text_capacity(self, capacity: int | None) -> int:
+        """Code points to render for ``capacity`` tokens (four per token at most)."""
+        return self.text_capacity if capacity is None else min(self.text_capacity, 4 * capacity)
+
+    def _tokens(
+        self, chars: jax.Array, length: jax.Array, cut: jax.Array, capacity: int | None
+    ) -> TokenText:
+        tokens = self.segments.tokenize(chars, length, capacity or self.capacity)
+        return tokens._replace(overflow=tokens.overflow | cut)
 
     def prompt_start(self, ts: TimeStep, chat: bool = False) -> Prompt:
         """The prompt after a reset: the instructions (with the chat prefix if ``chat``)."""
@@ -280,9 +301,10 @@ class TokenBridge:
         if self._parser is None:
             from gemjax.tokenizer_bridge.device_parse import TokenParser
 
-            self._parser = TokenParser(
-                self.env.grammar, self.tokenizer, echo_capacity=self.messages.echo_capacity
-            )
+            with jax.ensure_compile_time_eval():  # tables are constants, even if built in jit
+                self._parser = TokenParser(
+                    self.env.grammar, self.tokenizer, echo_capacity=self.messages.echo_capacity
+                )
         return self._parser
 
     def parse(self, ids: jax.Array, length: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gemjax.tokenizer_bridge.device_types import EchoText
+from gemjax.tokenizer_bridge.segments import sorted_search
 from gemjax.tokenizer_bridge.templates import (
     Board,
     Choice,
@@ -407,7 +408,7 @@ class ProgramTable:
         ends = jnp.cumsum(length)
         total = ends[-1]
         position = jnp.arange(capacity)
-        part = jnp.minimum(jnp.searchsorted(ends, position, side="right"), ends.shape[0] - 1)
+        part = jnp.minimum(sorted_search(ends, position, side="right"), ends.shape[0] - 1)
         offset = position - (ends[part] - length[part])
         table_char = a["codepoints"][
             jnp.clip(a["starts"][entry[part]] + offset, 0, a["codepoints"].shape[0] - 1)

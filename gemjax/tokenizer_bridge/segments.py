@@ -275,9 +275,7 @@ class SegmentTokenizer:
         valid = starts < length
         follower = jnp.where((ends >= length) & valid, end_follower, scan["followers"])
         first, second = self._keys(scan["hashes"], starts, ends, follower)
-        slot = jnp.minimum(
-            jnp.searchsorted(t["first"], first, side="left"), t["first"].shape[0] - 1
-        )
+        slot = jnp.minimum(sorted_search(t["first"], first, side="left"), t["first"].shape[0] - 1)
         candidates = jnp.stack([slot, jnp.minimum(slot + 1, t["first"].shape[0] - 1)])
         match = (t["first"][candidates] == first) & (t["second"][candidates] == second)
         hit = jnp.any(match, axis=0) & valid
@@ -287,14 +285,14 @@ class SegmentTokenizer:
         count_ends = jnp.cumsum(count)
         total = count_ends[-1]
         out = jnp.arange(capacity)
-        segment = jnp.minimum(jnp.searchsorted(count_ends, out, side="right"), size - 1)
+        segment = jnp.minimum(sorted_search(count_ends, out, side="right"), size - 1)
         offset = out - (count_ends[segment] - count[segment])
         table_id = t["tokens"][
             jnp.clip(t["starts"][entry[segment]] + offset, 0, t["tokens"].shape[0] - 1)
         ]
         byte_position = byte_prefix[starts[segment]] + offset
         char_index = jnp.minimum(
-            jnp.searchsorted(byte_prefix[1:], byte_position, side="right"), size - 1
+            sorted_search(byte_prefix[1:], byte_position, side="right"), size - 1
         )
         byte = _utf8_byte(chars[char_index], byte_position - byte_prefix[char_index])
         ids = jnp.where(hit[segment], table_id, self.byte_ids[byte])
@@ -319,6 +317,15 @@ class SegmentTokenizer:
             key + length * jnp.uint32(_MIX[2 * i]) + follower * jnp.uint32(_MIX[2 * i + 1])
             for i, key in enumerate(keys)
         )
+
+
+def sorted_search(sorted_values: jax.Array, queries: jax.Array, side: str = "left") -> jax.Array:
+    """``jnp.searchsorted``, by all-pairs comparison when that is small (faster batched
+    on CPU than a binary search's gathers)."""
+    small = sorted_values.size * queries.size <= 1 << 16
+    return jnp.searchsorted(
+        sorted_values, queries, side=side, method="compare_all" if small else "scan"
+    )
 
 
 def _ascii_letter(chars: jax.Array) -> jax.Array:
