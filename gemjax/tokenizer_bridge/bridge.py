@@ -377,8 +377,10 @@ class TokenBridge:
         for chars, follower in found:
             text = "".join(map(chr, chars))
             run = len(text) - len(text.rstrip(_ASCII_LETTERS))
-            if run and text[-run:].isupper():
-                contexts.add((text[:-run], follower))
+            prefix = text[:-run]
+            printable = all(c == "\n" or " " <= c <= "~" for c in prefix)
+            if run and text[-run:].isupper() and printable:  # not adversarial guesses
+                contexts.add((prefix, follower))
         if len(words) * len(contexts) > MAX_WORD_SEGMENTS:
             return []
         return [
