@@ -191,18 +191,20 @@ def random_actions(num_envs: int, rounds: int, low: int, high: int) -> list[list
     ]
 
 
-def vector_steps_per_second(vec: Any, actions: list[list[str]], num_calls: int) -> float:
-    """Env steps per second of ``vec.step`` over ``num_calls`` calls."""
-    for batch in actions[:5]:
-        vec.step(batch)
+def vector_seconds_per_call(vec: Any, actions: list[list[str]], num_calls: int) -> float:
+    """Mean seconds of one ``vec.step`` over ``num_calls`` calls."""
     start = time.perf_counter()
     for i in range(num_calls):
         vec.step(actions[i % len(actions)])
-    return num_calls * len(actions[0]) / (time.perf_counter() - start)
+    return (time.perf_counter() - start) / num_calls
 
 
-def compare_vector(env_id: str, num_envs: int, num_calls: int) -> dict[str, float]:
-    """``make_vec`` against GEM's ``SyncVectorEnv``, same actions, same run."""
+def compare_vector(env_id: str, num_envs: int, num_calls: int, blocks: int = 9) -> dict[str, Any]:
+    """``make_vec`` against GEM's ``SyncVectorEnv``, same actions, same run.
+
+    The two alternate in ``blocks`` blocks of ``num_calls`` calls each and the median
+    block is kept, so a slow phase of a shared machine hits both alike.
+    """
     import gem
 
     import gemjax.gem
@@ -213,13 +215,19 @@ def compare_vector(env_id: str, num_envs: int, num_calls: int) -> dict[str, floa
         theirs = gem.make_vec([env_id] * num_envs, seed=0)
     theirs.reset(seed=0)
     ours.reset(seed=0)
-    gem_rate = vector_steps_per_second(theirs, actions, num_calls)
-    our_rate = vector_steps_per_second(ours, actions, num_calls)
+    for vec in (theirs, ours):  # warm-up (compiles ours)
+        vector_seconds_per_call(vec, actions, 5)
+    times: dict[str, list[float]] = {"gem": [], "gemjax": []}
+    for _ in range(blocks):
+        times["gem"].append(vector_seconds_per_call(theirs, actions, num_calls))
+        times["gemjax"].append(vector_seconds_per_call(ours, actions, num_calls))
+    gem_rate, our_rate = (num_envs / float(np.median(times[name])) for name in ("gem", "gemjax"))
     return {
         "num_envs": num_envs,
         "gemjax_steps_per_second": our_rate,
         "gem_steps_per_second": gem_rate,
         "ratio": our_rate / gem_rate,
+        "cpu_async_dispatch": bool(jax.config.read("jax_cpu_enable_async_dispatch")),
     }
 
 
@@ -361,7 +369,7 @@ def main() -> None:
         print("\n== text API: make_vec(N) against GEM's SyncVectorEnv(N), same action strings")
     vector = []
     for num_envs in (64, 1024) if "vector" in sections else ():
-        calls = max(5, int(scale * 300 * 64 / num_envs))
+        calls = max(2, int(scale * 40 * 64 / num_envs))
         vector.append(compare_vector(args.env, num_envs, calls))
         print(
             f"N={num_envs:5d}: gemjax {vector[-1]['gemjax_steps_per_second']:,.0f} steps/s, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -47,19 +47,33 @@ class HostViews:
     def __init__(self, env: Environment, buffers: np.ndarray) -> None:
         offsets = view_offsets(env)
         self.env = env
-        self._rows: list[list[int]] = buffers.view(np.int32).tolist()
+        self._buffers = buffers
         self._kind = offsets.kind[0]
         args_offset, (num_args,) = offsets.args
         self._args = slice(args_offset, args_offset + num_args)
         self._terminated, self._truncated = offsets.terminated[0], offsets.truncated[0]
-        self.reward: list[float] = buffers[:, offsets.reward[0]].view(np.float32).tolist()
+        self._reward = offsets.reward[0]
         self._suffix = {name: offset for name, offset in offsets.suffix.items()}
         self._fixed_suffix = None if self._suffix else env.suffix.render({})
+
+    @functools.cached_property
+    def _rows(self) -> list[list[int]]:
+        """Every lane's view as a list of int32 values (converted on first use)."""
+        return self._buffers.view(np.int32).tolist()
+
+    @functools.cached_property
+    def reward(self) -> list[float]:
+        """Every lane's float32 reward as a Python float."""
+        return self._buffers[:, self._reward].view(np.float32).tolist()
 
     def done(self, lane: int) -> bool:
         """The lane's episode ended."""
         row = self._rows[lane]
         return row[self._terminated] != 0 or row[self._truncated] != 0
+
+    def done_lanes(self) -> np.ndarray:
+        """bool[B]: the lanes whose episode ended."""
+        return (self._buffers[:, self._terminated] != 0) | (self._buffers[:, self._truncated] != 0)
 
     def observation(self, lane: int, echoes: Mapping[str, str]) -> str:
         """The lane's observation text."""
@@ -92,7 +106,25 @@ class HostViews:
         self, lane: int, echoes: Mapping[str, str]
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """GEM's ``step`` 5-tuple for the lane."""
-        return (self.observation(lane, echoes), *self.outcome(lane), {"suffix": self.suffix(lane)})
+        return self.step_results([lane], [echoes])[0]
+
+    def step_results(
+        self, lanes: Sequence[int], echoes: Sequence[Mapping[str, str]]
+    ) -> list[tuple[str, float, bool, bool, dict[str, Any]]]:
+        """:meth:`step_result` of many lanes (the vector env's hot path)."""
+        rows = [self._rows[lane] for lane in lanes]
+        texts = self.env.messages.render_rows(rows, self._kind, self._args, echoes)
+        terminated, truncated, rewards = self._terminated, self._truncated, self.reward
+        return [
+            (
+                text,
+                python_reward(rewards[lane]),
+                row[terminated] != 0,
+                row[truncated] != 0,
+                {"suffix": self.suffix(lane)},
+            )
+            for text, row, lane in zip(texts, rows, lanes, strict=True)
+        ]
 
     def reset_result(self, lane: int) -> tuple[str, dict[str, Any]]:
         """GEM's ``reset`` pair for the lane (info ``{}`` for games whose GEM reset

@@ -315,10 +315,10 @@ class VectorEnv:
             if not 0 <= i < self.num_envs:
                 raise IndexError(f"env index {i} out of range for {self.num_envs} envs")
         same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
-        plans = self._plan_step(active, same_step)
-        if self._bare:  # no wrappers: the planned results are the results
-            results = {i: self._planned_result(plan, same_step) for i, plan in plans.items()}
+        if self._bare:  # no wrappers: what the batched call computed are the results
+            results = self._step_bare(active, same_step)
         else:
+            plans = self._plan_step(active, same_step)
             results = self._run(plans, lambda i: self._play(i, active[i], same_step))
         order = list(active)
         self._rewards[order] = [results[i][1] for i in order]
@@ -344,17 +344,72 @@ class VectorEnv:
             obs, info = env.reset()
         return obs, reward, terminated, truncated, info
 
-    @staticmethod
-    def _planned_result(plan: _Plan, same_step: bool) -> tuple[str, float, bool, bool, dict]:
-        """What :meth:`_play` returns for a lane without wrappers, straight from the plan."""
-        views, slot = plan.views, plan.slot
-        assert views is not None and plan.fresh is not None and plan.parsed is not None
-        if plan.expected == "stepped":
-            return views.step_result(slot, plan.parsed.echoes)
-        obs, info = plan.fresh.reset_result(slot)
-        if not same_step:
-            return obs, 0.0, False, False, info
-        return (obs, *views.outcome(slot), info)
+    def _group_round(
+        self,
+        group: _Group,
+        members: list[tuple[int, int]],
+        active: Mapping[int, str],
+        same_step: bool,
+    ) -> tuple[list[ParsedAction], ops.HostViews, ops.HostViews, np.ndarray]:
+        """Parse the actions of ``members`` and make the group's one batched kernel call.
+
+        Returns the parsed actions (in ``members`` order), the stepped and the fresh
+        views of every slot, and bool[group.size]: the next-step mode's pending resets.
+        """
+        kernel = group.kernel
+        parse = kernel.grammar.parse
+        parsed = [parse(active[i]) for i, _ in members]
+        lanes, slots = [i for i, _ in members], [slot for _, slot in members]
+        actions = np.zeros((group.size, *kernel.action_space(group.params).shape), np.int32)
+        actions[slots] = [p.action for p in parsed]
+        is_active = np.zeros(group.size, np.bool_)
+        is_active[slots] = True
+        pending = np.zeros(group.size, np.bool_)
+        pending[slots] = self._autoreset_envs[lanes]
+        group.prev_keys, group.prev_states = group.keys, group.states
+        group.keys, group.states, views = ops.step_batch(
+            kernel,
+            group.keys,
+            group.states,
+            actions,
+            is_active,
+            pending,
+            group.params_buffer,
+            same_step,
+        )
+        views = np.asarray(views)
+        return (
+            parsed,
+            ops.HostViews(kernel, views[:, 0]),
+            ops.HostViews(kernel, views[:, 1]),
+            pending,
+        )
+
+    def _step_bare(
+        self, active: Mapping[int, str], same_step: bool
+    ) -> dict[int, tuple[str, float, bool, bool, dict]]:
+        """:meth:`_play`'s results for lanes without wrappers, straight from the views."""
+        results: dict[int, tuple[str, float, bool, bool, dict]] = {}
+        for group in self._groups.values():
+            members = self._members(group, list(active))
+            if not members:
+                continue
+            parsed, stepped, fresh, pending = self._group_round(group, members, active, same_step)
+            ends = (stepped.done_lanes() if same_step else pending).tolist()
+            going = [
+                (i, slot, p.echoes)
+                for (i, slot), p in zip(members, parsed, strict=True)
+                if not ends[slot]
+            ]
+            if going:
+                lanes, slots, echoes = zip(*going, strict=True)
+                results.update(zip(lanes, stepped.step_results(slots, echoes), strict=True))
+            for i, slot in members:
+                if ends[slot]:
+                    obs, info = fresh.reset_result(slot)
+                    outcome = stepped.outcome(slot) if same_step else (0.0, False, False)
+                    results[i] = (obs, *outcome, info)
+        return results
 
     def _plan_step(self, active: Mapping[int, str], same_step: bool) -> dict[int, _Plan]:
         """One batched kernel call per group; the per-lane plans it produces."""
@@ -363,38 +418,14 @@ class VectorEnv:
             members = self._members(group, list(active))
             if not members:
                 continue
-            kernel = group.kernel
-            shape = kernel.action_space(group.params).shape
-            actions = np.zeros((group.size, *shape), np.int32)
-            is_active = np.zeros(group.size, np.bool_)
-            parse = kernel.grammar.parse
-            parsed = {i: parse(active[i]) for i, _ in members}
-            lanes, slots = [i for i, _ in members], [slot for _, slot in members]
-            actions[slots] = [parsed[i].action for i in lanes]
-            is_active[slots] = True
-            pending = np.zeros(group.size, np.bool_)
-            pending[slots] = self._autoreset_envs[lanes]
-            group.prev_keys, group.prev_states = group.keys, group.states
-            group.keys, group.states, views = ops.step_batch(
-                kernel,
-                group.keys,
-                group.states,
-                actions,
-                is_active,
-                pending,
-                group.params_buffer,
-                same_step,
-            )
-            views = np.asarray(views)
-            stepped = ops.HostViews(kernel, views[:, 0])
-            fresh = ops.HostViews(kernel, views[:, 1])
-            for i, slot in members:
+            parsed, stepped, fresh, pending = self._group_round(group, members, active, same_step)
+            for (i, slot), action in zip(members, parsed, strict=True):
                 ends = stepped.done(slot) if same_step else pending[slot]
                 plans[i] = _Plan(
                     "step",
                     "fresh" if ends else "stepped",
                     active[i],
-                    parsed[i],
+                    action,
                     views=stepped,
                     fresh=fresh,
                     slot=slot,

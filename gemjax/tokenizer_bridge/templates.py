@@ -499,6 +499,38 @@ class MessageTable:
             text = self._memo[key] = self._render(kind, args, echoes or {})
         return text
 
+    def render_rows(
+        self,
+        rows: Sequence[Sequence[int]],
+        kind_index: int,
+        args_slice: slice,
+        echoes: Sequence[Mapping[str, str]],
+    ) -> list[str]:
+        """:meth:`render` of many events stored in rows of plain integers.
+
+        Args:
+            rows: one list of ints per event; ``row[kind_index]`` is the kind and
+                ``row[args_slice]`` the args.
+            echoes: one echo mapping per row.
+        Returns:
+            One text per row (memoised as in :meth:`render`, with the per-event
+            Python work of the batched text API kept to the memo lookup).
+        """
+        memo, memo_keys, texts = self._memo, self._memo_keys, []
+        for row, row_echoes in zip(rows, echoes, strict=True):
+            kind = row[kind_index]
+            used_args, uses_echoes = memo_keys[kind]
+            key = (
+                kind,
+                used_args(row[args_slice]),
+                tuple(row_echoes.items()) if row_echoes and uses_echoes else (),
+            )
+            text = memo.get(key)
+            texts.append(
+                text if text is not None else self.render(kind, row[args_slice], row_echoes)
+            )
+        return texts
+
     def _render(self, kind: int, args: Sequence[int], echoes: Mapping[str, str]) -> str:
         text_format, choices, lists = self._renderers[int(kind)]
         values: dict[str, object] = dict(zip(self.arg_names, map(int, args), strict=True))
