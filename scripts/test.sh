@@ -7,7 +7,7 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q -e ".[dev]"
 .venv/bin/ruff check .
 set +e
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q --durations=40 "$@"
 status=$?
 set -e
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.

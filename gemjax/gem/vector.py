@@ -321,17 +321,16 @@ class VectorEnv:
             plans = self._plan_step(active, same_step)
             results = self._run(plans, lambda i: self._play(i, active[i], same_step))
         order = list(active)
-        self._rewards[order] = [results[i][1] for i in order]
-        self._terminations[order] = [results[i][2] for i in order]
-        self._truncations[order] = [results[i][3] for i in order]
-        self._autoreset_envs = self._terminations | self._truncations
-        return (
-            [results[i][0] for i in order],
-            self._rewards[order],
-            self._terminations[order],
-            self._truncations[order],
-            [results[i][4] for i in order],
+        observations, rewards, terminations, truncations, infos = (
+            zip(*(results[i] for i in order), strict=True) if order else ((),) * 5
         )
+        rewards = np.asarray(rewards, np.float64)
+        terminations = np.asarray(terminations, np.bool_)
+        truncations = np.asarray(truncations, np.bool_)
+        self._rewards[order], self._terminations[order] = rewards, terminations
+        self._truncations[order] = truncations
+        self._autoreset_envs[order] = terminations | truncations
+        return list(observations), rewards, terminations, truncations, list(infos)
 
     def _play(self, i: int, action: str, same_step: bool) -> tuple[str, float, bool, bool, dict]:
         """GEM's per-env step of the vector env, through lane ``i``'s wrappers."""

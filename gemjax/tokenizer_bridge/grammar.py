@@ -103,7 +103,9 @@ class BoxedInt(Grammar):
         digits = self.last_groups(text)
         if digits is not None and len(digits) < INT32_MAX_DIGITS and digits.isascii():
             value = int(digits)  # the common case: a short ASCII number
-            return ParsedAction(value, True, {self.slot: digits if digits[0] != "0" else str(value)})
+            return ParsedAction(
+                value, True, {self.slot: digits if digits[0] != "0" else str(value)}
+            )
         value_text = normalise_digits(digits) if digits is not None else None
         if value_text is None:
             return ParsedAction(0, False, {})

