@@ -321,9 +321,11 @@ class SegmentTokenizer:
 
 
 def sorted_search(sorted_values: jax.Array, queries: jax.Array, side: str = "left") -> jax.Array:
-    """``jnp.searchsorted``, by all-pairs comparison when that is small (faster batched
-    on CPU than a binary search's gathers)."""
-    small = sorted_values.size * queries.size <= 1 << 16
+    """``jnp.searchsorted``: by all-pairs comparison when both are tiny, else a binary
+    search. All pairs cost ``N * M`` compares per lane against ``M * log2(N)``
+    gathers; measured batched on CPU, all pairs only wins below about 4096 pairs
+    (64 queries into 667 values: 211 us a lane by all pairs, 83 by binary search)."""
+    small = sorted_values.size * queries.size <= 1 << 12
     return jnp.searchsorted(
         sorted_values, queries, side=side, method="compare_all" if small else "scan"
     )
