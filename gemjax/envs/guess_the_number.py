@@ -36,6 +36,7 @@ from flax import struct
 
 from gemjax import bitset
 from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
+from gemjax.rng import random_words
 from gemjax.spaces import Discrete
 from gemjax.tokenizer_bridge.grammar import BoxedInt
 from gemjax.tokenizer_bridge.templates import Choice, Int, MessageTable, Template
@@ -206,7 +207,7 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
         self, key: jax.Array, params: GuessTheNumberParams
     ) -> tuple[GuessTheNumberState, TimeStep]:
         if self.randomize:
-            words = jax.random.bits(key, (4,), jnp.uint32)
+            words = random_words(key, 4)
             lo = RANDOM_MIN_RANGE[0] + (words[2] % (RANDOM_MIN_RANGE[1] - RANDOM_MIN_RANGE[0] + 1))
             span = RANDOM_SPAN_RANGE[0] + (
                 words[3] % (RANDOM_SPAN_RANGE[1] - RANDOM_SPAN_RANGE[0] + 1)

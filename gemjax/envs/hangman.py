@@ -52,6 +52,7 @@ from flax import struct
 
 from gemjax.core import Event, TimeStep, check_int_action
 from gemjax.envs.words import LETTER_SYMBOLS, LETTERS, WordGame, WordGameParams
+from gemjax.rng import random_words
 from gemjax.tokenizer_bridge.grammar import IGNORECASE_EXTRA_LETTERS, BoxedLetters
 from gemjax.tokenizer_bridge.templates import Choice, Int, MessageTable, SymbolList, Template
 
@@ -207,9 +208,9 @@ class Hangman(WordGame[HangmanState]):
         )
 
     def reset(self, key: jax.Array, params: WordGameParams) -> tuple[HangmanState, TimeStep]:
-        word_key, letter_key = jax.random.split(key)
-        length, turns, secret, example = params.bank.draw(word_key)
-        letter = 1 + (jax.random.bits(letter_key, (), jnp.uint32) % 26).astype(jnp.int32)
+        bits = random_words(key, 4)
+        length, turns, secret, example = params.bank.draw_from(bits[:3])
+        letter = 1 + (bits[3] % 26).astype(jnp.int32)
         state = HangmanState(
             word_length=length,
             max_turns=turns,
@@ -284,11 +285,11 @@ class Hangman(WordGame[HangmanState]):
     def random_action(self, key: jax.Array, state: HangmanState) -> jax.Array:
         """GEM's sampler: with probability 1/2 a uniform word of the episode's length
         from the default pool, else a uniform letter ``A..Z``."""
-        word_key, letter_key, coin_key = jax.random.split(key, 3)
-        word = self.bank.random_word(word_key, state.word_length)
-        letter = 1 + (jax.random.bits(letter_key, (), jnp.uint32) % 26).astype(jnp.int32)
+        bits = random_words(key, 3)
+        word = self.bank.random_word(bits[0], state.word_length)
+        letter = 1 + (bits[1] % 26).astype(jnp.int32)
         single = jnp.zeros((self.size,), jnp.int32).at[0].set(letter)
-        pick_word = (jax.random.bits(coin_key, (), jnp.uint32) & 1) == 1
+        pick_word = (bits[2] & 1) == 1
         count = jnp.where(pick_word, state.word_length, 1)
         return jnp.concatenate([count[None], jnp.where(pick_word, word, single)]).astype(jnp.int32)
 

@@ -53,6 +53,7 @@ import numpy as np
 from flax import struct
 
 from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
+from gemjax.rng import random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.tokenizer_bridge.grammar import BoxedIntList
 from gemjax.tokenizer_bridge.templates import Choice, Int, IntList, MessageTable, Template
@@ -277,7 +278,7 @@ class Mastermind(Environment[MastermindState, MastermindParams]):
 
     def reset(self, key: jax.Array, params: MastermindParams) -> tuple[MastermindState, TimeStep]:
         cap, size = self.max_number, self.size
-        words = jax.random.bits(key, (2 * cap + size + 1,), jnp.uint32)
+        words = random_words(key, 2 * cap + size + 1)
         if self.randomize:
             pick = jnp.arange(len(RANDOM_CONFIGS)) == (words[-1] % len(RANDOM_CONFIGS))
             length, numbers, turns = (
@@ -387,7 +388,7 @@ class Mastermind(Environment[MastermindState, MastermindParams]):
 
     def random_action(self, key: jax.Array, state: MastermindState) -> jax.Array:
         """``code_length`` distinct numbers from ``1..num_numbers`` (GEM's sampler)."""
-        bits = jax.random.bits(key, (self.max_number,), jnp.uint32)
+        bits = random_words(key, self.max_number)
         entries = sample_distinct(bits, state.num_numbers, state.code_length, self.size)
         return jnp.concatenate([state.code_length[None], entries]).astype(jnp.int32)
 

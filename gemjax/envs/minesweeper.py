@@ -56,6 +56,7 @@ import numpy as np
 from flax import struct
 
 from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
+from gemjax.rng import random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.tokenizer_bridge.grammar import BoxedCommand
 from gemjax.tokenizer_bridge.templates import Board, Choice, Echo, Int, MessageTable, Template
@@ -364,7 +365,7 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
     def reset(self, key: jax.Array, params: MinesweeperParams) -> tuple[MinesweeperState, TimeStep]:
         height, width = self.shape
         cells = height * width
-        words = jax.random.bits(key, (cells + 5,), jnp.uint32)
+        words = random_words(key, cells + 5)
         if self.randomize:
             pick = jnp.asarray(RANDOM_SIZES, jnp.int32)
             n = jnp.sum(jnp.where(jnp.arange(len(pick)) == words[-1] % len(pick), pick, 0))
@@ -495,7 +496,7 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
 
     def random_action(self, key: jax.Array, state: MinesweeperState) -> jax.Array:
         """GEM's sampler: ``reveal`` 9 times in 10, else ``flag``, at a uniform cell."""
-        words = jax.random.bits(key, (3,), jnp.uint32)
+        words = random_words(key, 3)
         command = jnp.where(words[0] % 10 < 9, REVEAL, FLAG)
         row = (words[1] % state.rows.astype(jnp.uint32)).astype(jnp.int32)
         col = (words[2] % state.cols.astype(jnp.uint32)).astype(jnp.int32)

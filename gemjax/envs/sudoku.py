@@ -67,6 +67,7 @@ import numpy as np
 from flax import struct
 
 from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
+from gemjax.rng import random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.tokenizer_bridge.grammar import BoxedInts
 from gemjax.tokenizer_bridge.templates import Board, Choice, Int, MessageTable, Template
@@ -549,7 +550,7 @@ class Sudoku(Environment[SudokuState, SudokuParams]):
         return (r[:, None] < scale) & (r[None, :] < scale)
 
     def reset(self, key: jax.Array, params: SudokuParams) -> tuple[SudokuState, TimeStep]:
-        words = jax.random.bits(key, (self.num_words,), jnp.uint32)
+        words = random_words(key, self.num_words)
         if self.randomize:
             pick = jnp.arange(len(RANDOM_CONFIGS)) == (words[-1] % len(RANDOM_CONFIGS))
             scale, clues, turns = (

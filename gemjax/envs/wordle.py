@@ -47,6 +47,7 @@ from flax import struct
 
 from gemjax.core import Event, TimeStep, check_int_action
 from gemjax.envs.words import LETTER_SYMBOLS, LETTERS, WordGame, WordGameParams
+from gemjax.rng import random_words
 from gemjax.tokenizer_bridge.grammar import WHITESPACE_BUT_SPACE, BoxedLetters
 from gemjax.tokenizer_bridge.templates import Int, MessageTable, SymbolList, Template
 
@@ -274,7 +275,7 @@ class Wordle(WordGame[WordleState]):
     def random_action(self, key: jax.Array, state: WordleState) -> jax.Array:
         """A uniform word of the episode's length from the default pool (GEM's
         sampler)."""
-        word = self.bank.random_word(key, state.word_length)
+        word = self.bank.random_word(random_words(key, 1)[0], state.word_length)
         return jnp.concatenate([state.word_length[None], word]).astype(jnp.int32)
 
     def instructions_event(self, state: WordleState) -> Event:
