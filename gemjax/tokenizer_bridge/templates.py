@@ -489,15 +489,7 @@ class MessageTable:
         """
         if len(args) != len(self.arg_names):
             raise ValueError(f"expected {len(self.arg_names)} event args, got {len(args)}")
-        kind = int(kind)
-        used_args, uses_echoes = self._memo_keys[kind]
-        key = (kind, used_args(args), tuple(echoes.items()) if echoes and uses_echoes else ())
-        text = self._memo.get(key)
-        if text is None:
-            if len(self._memo) >= MEMO_SIZE:
-                self._memo.clear()
-            text = self._memo[key] = self._render(kind, args, echoes or {})
-        return text
+        return self._memoised(int(kind), args, echoes)
 
     def render_rows(
         self,
@@ -506,30 +498,29 @@ class MessageTable:
         args_slice: slice,
         echoes: Sequence[Mapping[str, str]],
     ) -> list[str]:
-        """:meth:`render` of many events stored in rows of plain integers.
+        """:meth:`render` of many events stored in rows of plain integers (the batched
+        text API's hot path: no per-row checks).
 
         Args:
             rows: one list of ints per event; ``row[kind_index]`` is the kind and
                 ``row[args_slice]`` the args.
             echoes: one echo mapping per row.
-        Returns:
-            One text per row (memoised as in :meth:`render`, with the per-event
-            Python work of the batched text API kept to the memo lookup).
         """
-        memo, memo_keys, texts = self._memo, self._memo_keys, []
-        for row, row_echoes in zip(rows, echoes, strict=True):
-            kind = row[kind_index]
-            used_args, uses_echoes = memo_keys[kind]
-            key = (
-                kind,
-                used_args(row[args_slice]),
-                tuple(row_echoes.items()) if row_echoes and uses_echoes else (),
-            )
-            text = memo.get(key)
-            texts.append(
-                text if text is not None else self.render(kind, row[args_slice], row_echoes)
-            )
-        return texts
+        return [
+            self._memoised(row[kind_index], row[args_slice], row_echoes)
+            for row, row_echoes in zip(rows, echoes, strict=True)
+        ]
+
+    def _memoised(self, kind: int, args: Sequence[int], echoes: Mapping[str, str] | None) -> str:
+        """The text of one event from the memo, rendered and stored on a miss."""
+        used_args, uses_echoes = self._memo_keys[kind]
+        key = (kind, used_args(args), tuple(echoes.items()) if echoes and uses_echoes else ())
+        text = self._memo.get(key)
+        if text is None:
+            if len(self._memo) >= MEMO_SIZE:
+                self._memo.clear()
+            text = self._memo[key] = self._render(kind, args, echoes or {})
+        return text
 
     def _render(self, kind: int, args: Sequence[int], echoes: Mapping[str, str]) -> str:
         text_format, choices, lists = self._renderers[int(kind)]

@@ -1,5 +1,6 @@
-"""What every GEM parity test shares: comparing two step 5-tuples, playing an episode."""
+"""What every GEM parity test shares: comparing two step 5-tuples, playing episodes."""
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -59,3 +60,37 @@ def play_episode(
                 break
             extra -= 1
     return observations
+
+
+def parity_episodes(
+    gem_env: Any,
+    env_id: str,
+    stream_seed: int,
+    episodes: int,
+    *,
+    start: Callable[[int], Any],
+    new_stream: Callable[[Any], Callable[[], str]],
+    extra: Callable[[], int],
+    turns_past_limit: int,
+    describe: Callable[[], str],
+    classify: Callable[[str], str],
+) -> Counter:
+    """Play ``episodes`` episodes of GEM's env and gemjax's side by side with
+    :func:`play_episode`; returns how often each class of GEM observation came up.
+
+    Episode ``i`` resets GEM's env with seed ``stream_seed * 100_000 + i``;
+    ``start(seed)`` returns gemjax's env in GEM's state (after any per-test work on
+    GEM's env); ``new_stream(ours)`` gives the responses and ``extra()`` the steps
+    played past the end (called in that order); an episode runs for at most
+    ``max_turns + turns_past_limit`` steps."""
+    seen: Counter = Counter()
+    for episode in range(episodes):
+        seed = stream_seed * 100_000 + episode
+        gem_env.reset(seed=seed)
+        ours = start(seed)
+        stream = new_stream(ours)
+        label = f"{env_id}: episode {episode} (seed {seed})"
+        steps = gem_env.max_turns + turns_past_limit
+        for obs in play_episode(gem_env, ours, stream, extra(), steps, label, describe):
+            seen[classify(obs)] += 1
+    return seen

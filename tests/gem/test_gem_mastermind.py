@@ -18,7 +18,7 @@ import gem
 import numpy as np
 import pytest
 from gem.wrappers.observation_wrapper import ObservationWrapper as GemObservationWrapper
-from step_parity import check_step, play_episode
+from step_parity import check_step, parity_episodes
 
 import gemjax
 import gemjax.gem as gg
@@ -203,26 +203,24 @@ def classify(obs: str) -> str:
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     rng = random.Random(stream_seed)
     gem_env = gem.make(env_id)
-    seen: Counter = Counter()
     configs: Counter = Counter()
-    for episode in range(EPISODES):
-        seed = stream_seed * 100_000 + episode
-        gem_env.reset(seed=seed)
+
+    def start(seed: int) -> gg.TextEnv:
         configs[(gem_env.code_length, gem_env.num_numbers, gem_env.max_turns)] += 1
-        ours = gg.from_gem(gem_env, seed=seed)
-        stream = ActionStream(rng, gem_env, ours)
-        extra = rng.choice([0, 0, rng.randint(1, 4)])
-        label = f"{env_id}: episode {episode} (seed {seed})"
-        for obs in play_episode(
-            gem_env,
-            ours,
-            stream,
-            extra,
-            gem_env.max_turns + 6,
-            label,
-            lambda: f"code {gem_env.game_code}",
-        ):
-            seen[classify(obs)] += 1
+        return gg.from_gem(gem_env, seed=seed)
+
+    seen = parity_episodes(
+        gem_env,
+        env_id,
+        stream_seed,
+        EPISODES,
+        start=start,
+        new_stream=lambda ours: ActionStream(rng, gem_env, ours),
+        extra=lambda: rng.choice([0, 0, rng.randint(1, 4)]),
+        turns_past_limit=6,
+        describe=lambda: f"code {gem_env.game_code}",
+        classify=classify,
+    )
     expected = {"format_error", "wrong_length", "out_of_range", "duplicate", "pegs", "success"}
     assert expected | {"max_turns"} >= set(seen) >= expected, seen
     assert "other" not in seen

@@ -17,7 +17,7 @@ from collections import Counter
 import gem
 import numpy as np
 import pytest
-from step_parity import check_step, play_episode
+from step_parity import check_step, parity_episodes
 
 import gemjax
 import gemjax.gem as gg
@@ -235,30 +235,30 @@ def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> No
     rng = random.Random(stream_seed)
     gem_env = gem.make(env_id)
     ours = None
-    seen: Counter = Counter()
     sizes: Counter = Counter()
-    for episode in range(EPISODES):
-        seed = stream_seed * 100_000 + episode
-        gem_env.reset(seed=seed)
+
+    def start(seed: int) -> gg.TextEnv:
+        nonlocal ours
         first_reveal(rng, gem_env)
         sizes[gem_env.rows] += 1
         if ours is None:
             ours = gg.from_gem(gem_env, seed=seed)
         else:  # the same kernel: reuse the env (and its compiled calls)
             ours.state = ours.kernel.state_from_gem(gem_env)
-        stream = ActionStream(rng, gem_env, ours, careful=rng.random() < 0.3)
-        extra = rng.choice([0, 0, 0, rng.randint(1, 3)])  # GEM does not freeze
-        label = f"{env_id}: episode {episode} (seed {seed})"
-        for obs in play_episode(
-            gem_env,
-            ours,
-            stream,
-            extra,
-            gem_env.max_turns + 5,
-            label,
-            lambda: f"grid {gem_env.grid}",
-        ):
-            seen[classify(obs)] += 1
+        return ours
+
+    seen = parity_episodes(
+        gem_env,
+        env_id,
+        stream_seed,
+        EPISODES,
+        start=start,
+        new_stream=lambda ours: ActionStream(rng, gem_env, ours, careful=rng.random() < 0.3),
+        extra=lambda: rng.choice([0, 0, 0, rng.randint(1, 3)]),  # GEM does not freeze
+        turns_past_limit=5,
+        describe=lambda: f"grid {gem_env.grid}",
+        classify=classify,
+    )
     assert "other" not in seen
     required = {
         "format_error",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import gem
 import pytest
-from step_parity import check_step, play_episode
+from step_parity import check_step, parity_episodes
 
 import gemjax.gem as gg
 
@@ -200,30 +200,30 @@ def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> No
     rng = random.Random(stream_seed)
     gem_env = make_gem(env_id)
     ours = None
-    seen: Counter = Counter()
     scales: Counter = Counter()
-    for episode in range(EPISODES[env_id]):
-        seed = stream_seed * 100_000 + episode
-        gem_env.reset(seed=seed)
+
+    def start(seed: int) -> gg.TextEnv:
+        nonlocal ours
         scales[gem_env.scale] += 1
         if ours is None:
             ours = gg.from_gem(gem_env, seed=seed)
         else:  # the same kernel: reuse the env (and its compiled calls)
             ours.state = ours.kernel.state_from_gem(gem_env)
         assert ours.get_task_suffix() == gem_env.get_task_suffix()
-        stream = ActionStream(rng, gem_env, ours, careful=rng.random() < 0.3)
-        extra = rng.choice([0, 0, 0, rng.randint(1, 3)])  # GEM does not freeze
-        label = f"{env_id}: episode {episode} (seed {seed})"
-        for obs in play_episode(
-            gem_env,
-            ours,
-            stream,
-            extra,
-            gem_env.max_turns + 5,
-            label,
-            lambda: f"board {gem_env.board}",
-        ):
-            seen[classify(obs)] += 1
+        return ours
+
+    seen = parity_episodes(
+        gem_env,
+        env_id,
+        stream_seed,
+        EPISODES[env_id],
+        start=start,
+        new_stream=lambda ours: ActionStream(rng, gem_env, ours, careful=rng.random() < 0.3),
+        extra=lambda: rng.choice([0, 0, 0, rng.randint(1, 3)]),  # GEM does not freeze
+        turns_past_limit=5,
+        describe=lambda: f"board {gem_env.board}",
+        classify=classify,
+    )
     assert "other" not in seen
     required = {
         "format_error",

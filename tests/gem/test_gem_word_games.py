@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from gem.envs.game_env.hangman import HangmanEnv
 from gem.envs.game_env.wordle import WordleEnv
-from step_parity import check_step, play_episode
+from step_parity import check_step, parity_episodes
 
 import gemjax
 import gemjax.gem as gg
@@ -182,26 +182,24 @@ def classify(obs: str) -> str:
 
 def run_parity(gem_env, env_id: str, stream_seed: int, episodes: int) -> tuple[Counter, Counter]:
     rng = random.Random(stream_seed)
-    seen: Counter = Counter()
     configs: Counter = Counter()
-    for episode in range(episodes):
-        seed = stream_seed * 100_000 + episode
-        gem_env.reset(seed=seed)
+
+    def start(seed: int) -> gg.TextEnv:
         configs[(gem_env.word_length, gem_env.max_turns)] += 1
-        ours = gg.from_gem(gem_env, seed=seed)
-        stream = ActionStream(rng, gem_env, ours)
-        extra = rng.choice([0, 0, rng.randint(1, 3)])  # sometimes go on past the end
-        label = f"{env_id}: episode {episode} (seed {seed})"
-        for obs in play_episode(
-            gem_env,
-            ours,
-            stream,
-            extra,
-            gem_env.max_turns + 4,
-            label,
-            lambda: f"secret {gem_env.secret_word}",
-        ):
-            seen[classify(obs)] += 1
+        return gg.from_gem(gem_env, seed=seed)
+
+    seen = parity_episodes(
+        gem_env,
+        env_id,
+        stream_seed,
+        episodes,
+        start=start,
+        new_stream=lambda ours: ActionStream(rng, gem_env, ours),
+        extra=lambda: rng.choice([0, 0, rng.randint(1, 3)]),  # sometimes go on past the end
+        turns_past_limit=4,
+        describe=lambda: f"secret {gem_env.secret_word}",
+        classify=classify,
+    )
     return seen, configs
 
 
