@@ -29,11 +29,11 @@ Kernel action: int32[3] ``[command, row, col]`` (see
 error, ``1`` reveal, ``2`` flag, ``3`` (or more) any other word; coordinates are
 clamped to ``2**31 - 1`` by the host parser (negative ones are out of bounds).
 
-Mine placement is drawn on device without a loop: at reset every cell gets a
-random 31-bit priority (kept in the state; it is noise, not a key), and the first
-reveal mines the ``num_mines`` allowed cells of smallest priority (ties, with
-probability below ``cells**2 / 2**32``, favour the earlier cell). The flood fill is
-a dilation by shifts of bit rows repeated until nothing changes, at most
+Mine placement is drawn on device without a queue: at reset every cell gets a random
+priority (kept in the state; it is noise, not a key; distinct by construction, see
+:func:`distinct_priorities`), and the first reveal mines the ``num_mines`` allowed
+cells of smallest priority. The flood fill is a dilation by shifts of bit words
+(several board rows per uint32) repeated until nothing changes, at most
 ``rows * cols`` times.
 
 Observation (what the player sees, never the mines), a dict of:
@@ -163,7 +163,7 @@ class MinesweeperState:
         turn: turns taken (GEM's ``turn_count``; it keeps counting after the end).
         placed: bool[] the mines are placed (GEM's ``not first_reveal``).
         mines, revealed, flags: bool[R, C].
-        priority: int32[R, C] random 31-bit priorities that choose the mines.
+        priority: uint32[R, C] random priorities without ties that choose the mines.
     """
 
     rows: jax.Array
@@ -206,47 +206,78 @@ def flood_fill(start: jax.Array, zero: jax.Array, blocked: jax.Array) -> jax.Arr
     Cells in the set that are ``zero`` expand to their neighbours that are not
     ``blocked``; repeated until nothing changes (at most ``R * C`` times: the BFS
     depth is below the number of cells), so the closure equals GEM's queue order-free.
-    Boards up to 32 columns grow as one uint32 bit-row per board row (8x fewer
-    values per round than bools); wider ones as bool grids.
+    Boards up to 32 columns grow as bit words holding ``32 // C`` board rows each (an
+    8x8 board is two uint32 words: 32x fewer values per round than bools); wider
+    ones as bool grids.
     """
     if start.shape[-1] <= 32:
-        return unpack_rows(
-            _grow_bit_rows(pack_rows(start), pack_rows(zero), pack_rows(~blocked), start.shape),
-            start.shape[-1],
+        layout = BitLayout(*start.shape)
+        grown = layout.grow_until_stable(
+            layout.pack(start), layout.pack(zero), layout.pack(~blocked)
         )
+        return layout.unpack(grown)
     return _grow_until_stable(
         start, lambda cells: cells | (dilate(cells & zero) & ~blocked), start.shape
     )
 
 
-def pack_rows(cells: jax.Array) -> jax.Array:
-    """uint32[R]: bit ``c`` of row ``r`` is ``cells[r, c]`` (bool[R, C], C <= 32)."""
-    weights = jnp.left_shift(jnp.uint32(1), jnp.arange(cells.shape[-1], dtype=jnp.uint32))
-    return jnp.sum(jnp.where(cells, weights, jnp.uint32(0)), axis=-1, dtype=jnp.uint32)
+class BitLayout:
+    """A ``rows x cols`` bool board (``cols <= 32``) as uint32 words of
+    ``per_word = 32 // cols`` board rows: cell ``(r, c)`` is bit
+    ``(r % per_word) * cols + c`` of word ``r // per_word``."""
 
+    def __init__(self, rows: int, cols: int) -> None:
+        self.rows, self.cols = rows, cols
+        self.per_word = min(32 // cols, rows)
+        self.words = -(-rows // self.per_word)
+        self.row_bits = self.per_word * cols
+        starts = np.arange(self.per_word) * cols
+        valid = (1 << self.row_bits) - 1
+        self.left_keep = np.uint32(valid & ~sum(1 << int(s) for s in starts))
+        self.right_keep = np.uint32(valid & ~sum(1 << int(s + cols - 1) for s in starts))
 
-def unpack_rows(rows: jax.Array, width: int) -> jax.Array:
-    """bool[R, width]: the inverse of :func:`pack_rows`."""
-    bits = jnp.arange(width, dtype=jnp.uint32)
-    return (jnp.right_shift(rows[..., None], bits) & jnp.uint32(1)).astype(jnp.bool_)
+    def pack(self, cells: jax.Array) -> jax.Array:
+        """uint32[words]: the board bool[rows, cols] as bit words."""
+        padded = jnp.pad(cells, ((0, self.words * self.per_word - self.rows), (0, 0)))
+        bits = padded.reshape(self.words, self.row_bits)
+        weights = jnp.left_shift(jnp.uint32(1), jnp.arange(self.row_bits, dtype=jnp.uint32))
+        return jnp.sum(jnp.where(bits, weights, jnp.uint32(0)), axis=-1, dtype=jnp.uint32)
 
+    def unpack(self, words: jax.Array) -> jax.Array:
+        """bool[rows, cols]: the inverse of :meth:`pack`."""
+        bits = jnp.arange(self.row_bits, dtype=jnp.uint32)
+        cells = (jnp.right_shift(words[:, None], bits) & jnp.uint32(1)).astype(jnp.bool_)
+        return cells.reshape(self.words * self.per_word, self.cols)[: self.rows]
 
-def _grow_bit_rows(
-    start: jax.Array, zero: jax.Array, free: jax.Array, shape: tuple[int, ...]
-) -> jax.Array:
-    """uint32[R]: :func:`flood_fill` on bit rows (``free`` = not blocked)."""
-    width_mask = jnp.uint32((1 << shape[-1]) - 1)
-    free = free & width_mask
-    none = jnp.zeros((1,), jnp.uint32)
+    def dilate(self, words: jax.Array) -> jax.Array:
+        """uint32[words]: the set grown by its 8 neighbours (bits past the last
+        board row may be set: mask them)."""
+        row = (
+            words
+            | (jnp.left_shift(words, 1) & self.left_keep)
+            | (jnp.right_shift(words, 1) & self.right_keep)
+        )
+        return row | self._shift_rows(row, 1) | self._shift_rows(row, -1)
 
-    def grow(cells: jax.Array) -> jax.Array:
-        source = cells & zero
-        row = source | jnp.left_shift(source, 1) | jnp.right_shift(source, 1)
-        up = jnp.concatenate([row[1:], none])
-        down = jnp.concatenate([none, row[:-1]])
-        return cells | ((row | up | down) & free)
+    def _shift_rows(self, words: jax.Array, step: int) -> jax.Array:
+        """uint32[words]: board row ``r`` moved to row ``r + step`` (``step`` = +-1)."""
+        none = jnp.zeros((1,), jnp.uint32)
+        carry_bits = np.uint32(self.cols * (self.per_word - 1))
+        if step > 0:
+            moved = jnp.left_shift(words, np.uint32(self.cols)) if self.per_word > 1 else 0
+            previous = jnp.concatenate([none, words[:-1]])
+            return moved | jnp.right_shift(previous, carry_bits)
+        moved = jnp.right_shift(words, np.uint32(self.cols)) if self.per_word > 1 else 0
+        following = jnp.concatenate([words[1:], none])
+        return moved | jnp.left_shift(following, carry_bits)
 
-    return _grow_until_stable(start, grow, shape)
+    def grow_until_stable(self, start: jax.Array, zero: jax.Array, free: jax.Array) -> jax.Array:
+        """uint32[words]: :func:`flood_fill` on bit words (``free`` = not blocked)."""
+        return _grow_until_stable(
+            start,
+            lambda cells: cells | (self.dilate(cells & zero) & free),
+            (self.rows, self.cols),
+        )
 
 
 def _grow_until_stable(cells: jax.Array, grow: Any, shape: tuple[int, ...]) -> jax.Array:
@@ -266,25 +297,35 @@ def _grow_until_stable(cells: jax.Array, grow: Any, shape: tuple[int, ...]) -> j
     return cells
 
 
+def distinct_priorities(words: jax.Array) -> jax.Array:
+    """uint32[n]: priorities without ties from random ``words`` (uint32[n]): each
+    word's top ``32 - ceil(log2 n)`` bits above its own index, so equal top bits (per
+    cell, probability below ``n / 2**(32 - ceil(log2 n))``: 1e-6 for 64 cells, 2.4e-4
+    for 1024) order by index."""
+    index_bits = max(1, (words.shape[0] - 1).bit_length())
+    index = jnp.arange(words.shape[0], dtype=jnp.uint32)
+    return (words >> index_bits << index_bits) | index
+
+
 def place_mines(priority: jax.Array, allowed: jax.Array, num_mines: jax.Array) -> jax.Array:
     """bool[R, C]: the ``num_mines`` ``allowed`` cells of smallest ``priority``
-    (a uniform subset when priorities are i.i.d.; ties favour the earlier cell).
+    (uint32[R, C] without ties, :func:`distinct_priorities`; a uniform subset when
+    they are random).
 
     Each cell's rank among the allowed cells is counted one other cell at a time
-    (a loop of ``R * C`` rounds over the board): the all-pairs comparison as one
+    (a loop of ``R * C`` rounds over the board, one compare per cell, disallowed
+    cells counted as the largest priority): the all-pairs comparison as one
     ``[R*C, R*C]`` array is as much work but, batched, no longer fits in cache.
     """
-    p, a = priority.reshape(-1), allowed.reshape(-1)
-    index = jnp.arange(p.shape[0], dtype=jnp.int32)
+    p = priority.reshape(-1)
+    counted = jnp.where(allowed.reshape(-1), p, jnp.uint32(np.iinfo(np.uint32).max))
 
     def count(j: jax.Array, rank: jax.Array) -> jax.Array:
-        pj = jax.lax.dynamic_index_in_dim(p, j, keepdims=False)
-        aj = jax.lax.dynamic_index_in_dim(a, j, keepdims=False)
-        before = (pj < p) | ((pj == p) & (j < index))
-        return rank + (aj & before).astype(jnp.int32)
+        pj = jax.lax.dynamic_index_in_dim(counted, j, keepdims=False)
+        return rank + (pj < p).astype(jnp.int32)
 
-    rank = jax.lax.fori_loop(0, p.shape[0], count, jnp.zeros_like(index), unroll=8)
-    return (a & (rank < num_mines)).reshape(priority.shape)
+    rank = jax.lax.fori_loop(0, p.shape[0], count, jnp.zeros(p.shape, jnp.int32), unroll=8)
+    return allowed & (rank < num_mines).reshape(priority.shape)
 
 
 class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
@@ -387,7 +428,7 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
             mines=board,
             revealed=board,
             flags=board,
-            priority=(words[:cells] >> 1).astype(jnp.int32).reshape(self.shape),
+            priority=distinct_priorities(words[:cells]).reshape(self.shape),
         )
         ts = TimeStep.first(self._observation(state), self.instructions_event(state))
         return state, ts
@@ -563,7 +604,7 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
         mines[:rows, :cols] = np.asarray(gem_env.grid) == -1
         revealed[:rows, :cols] = np.asarray(gem_env.revealed, np.bool_)
         flags[:rows, :cols] = np.asarray(gem_env.flags, np.bool_)
-        priority = np.random.default_rng().integers(0, 2**31, self.shape, dtype=np.int32)
+        words = np.random.default_rng().integers(0, 2**32, self.shape, dtype=np.uint32)
         return MinesweeperState(
             rows=jnp.int32(rows),
             cols=jnp.int32(cols),
@@ -575,5 +616,5 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
             mines=jnp.asarray(mines),
             revealed=jnp.asarray(revealed),
             flags=jnp.asarray(flags),
-            priority=jnp.asarray(priority),
+            priority=distinct_priorities(jnp.asarray(words).reshape(-1)).reshape(self.shape),
         )

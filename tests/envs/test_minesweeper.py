@@ -4,6 +4,7 @@ board/echo template slots and the ``\\boxed{word int int}`` grammar it introduce
 
 from __future__ import annotations
 
+import math
 import random
 import re
 
@@ -27,7 +28,9 @@ from gemjax.envs.minesweeper import (
     UNKNOWN,
     Minesweeper,
     adjacent_counts,
+    distinct_priorities,
     flood_fill,
+    place_mines,
 )
 from gemjax.tokenizer_bridge.grammar import BoxedCommand
 from gemjax.tokenizer_bridge.templates import Board, Echo, Int, MessageTable, Template
@@ -393,6 +396,29 @@ def test_mine_placement_matches_gems_distribution(kits, env_id, start):
     assert abs(pair - exact) < 5 * np.sqrt(exact / n) + 1e-3, (pair, exact)
 
 
+@pytest.mark.parametrize(
+    ("board", "reveal", "num_mines"), [((4, 3), (0, 2), 3), ((3, 5), (1, 2), 2)]
+)
+def test_placement_draws_every_subset_equally(board, reveal, num_mines):
+    """Random distinct priorities on an active board smaller than the capacity (6x6), with the
+    reveal at a corner (a 2x2 block) or in the middle: every subset of the allowed
+    cells comes up equally often (chi-square over all subsets)."""
+    shape, n = (6, 6), 30000
+    words = jax.random.bits(jax.random.key(5), (n, shape[0] * shape[1]), jnp.uint32)
+    priority = jax.vmap(distinct_priorities)(words).reshape(n, *shape)
+    r, c = np.ogrid[: shape[0], : shape[1]]
+    allowed = (r < board[0]) & (c < board[1])
+    allowed &= ~((np.abs(r - reveal[0]) <= 1) & (np.abs(c - reveal[1]) <= 1))
+    draw = jax.jit(jax.vmap(place_mines, in_axes=(0, None, None)))
+    mines = np.asarray(draw(priority, jnp.asarray(allowed), num_mines))
+    assert not mines[:, ~allowed].any()
+    np.testing.assert_array_equal(mines.sum(axis=(1, 2)), num_mines)
+    codes = mines[:, allowed] @ (1 << np.arange(int(allowed.sum())))
+    _, counts = np.unique(codes, return_counts=True)
+    assert counts.size == math.comb(int(allowed.sum()), num_mines)
+    assert stats.chisquare(counts).pvalue > 1e-4
+
+
 def test_first_reveal_on_a_flag_still_places_mines(kits):
     kit = kits(EASY)
     state, _ = kit.reset(jax.random.key(0), kit.params)
@@ -490,9 +516,12 @@ def bfs_reveal(start: tuple[int, int], zero: np.ndarray, blocked: np.ndarray) ->
     return out
 
 
-@pytest.mark.parametrize("shape", [(6, 7), (4, 32), (3, 40)])
+@pytest.mark.parametrize(
+    "shape", [(6, 7), (8, 8), (5, 5), (11, 3), (9, 16), (5, 1), (4, 32), (3, 40)]
+)
 def test_flood_fill_matches_a_queue_on_any_width(shape):
-    """Both formulations (bit rows up to 32 columns, bool grids beyond)."""
+    """Both formulations (bit words of several rows up to 32 columns, bool grids
+    beyond), on boards whose rows fill a word, leave bits spare or span words."""
     rng = np.random.default_rng(shape[1])
     fill = jax.jit(jax.vmap(flood_fill))
     starts, zeros, blockeds, expected = [], [], [], []
