@@ -131,6 +131,8 @@ class WordleState:
         milestones: bool[C] positions that have been green.
         num_guesses: [] valid guesses so far.
         guesses, feedback: [H, C]: the valid guesses and their marks.
+        guess_keys: [H, K]: the valid guesses packed by :func:`pack_guess` (the
+            duplicate check compares one or two words per guess, not ``C`` letters).
     """
 
     word_length: jax.Array
@@ -142,6 +144,27 @@ class WordleState:
     num_guesses: jax.Array
     guesses: jax.Array
     feedback: jax.Array
+    guess_keys: jax.Array
+
+
+LETTERS_PER_KEY = 5  # 6-bit codes (ALPHABET has 54) in a non-negative int32
+
+
+def packed_size(size: int) -> int:
+    """The int32 words :func:`pack_guess` makes of ``size`` letter codes."""
+    return -(-size // LETTERS_PER_KEY)
+
+
+def pack_guess(codes: jax.Array) -> jax.Array:
+    """int32[..., K]: letter codes int32[..., C] (each ``0..63``) packed 6 bits a code,
+    :data:`LETTERS_PER_KEY` codes a word; equal keys iff equal codes."""
+    size = codes.shape[-1]
+    padded = jnp.pad(
+        codes, [(0, 0)] * (codes.ndim - 1) + [(0, packed_size(size) * LETTERS_PER_KEY - size)]
+    )
+    groups = padded.reshape(*codes.shape[:-1], packed_size(size), LETTERS_PER_KEY)
+    shifts = 6 * jnp.arange(LETTERS_PER_KEY, dtype=jnp.int32)
+    return jnp.sum(jnp.left_shift(groups, shifts), axis=-1, dtype=jnp.int32)
 
 
 def evaluate(secret: jax.Array, guess: jax.Array, length: jax.Array) -> jax.Array:
@@ -150,17 +173,24 @@ def evaluate(secret: jax.Array, guess: jax.Array, length: jax.Array) -> jax.Arra
     right, a yellow where the letter is among the secret's non-green letters not yet
     used by an earlier yellow. Position ``i`` is yellow iff its rank among the non-green
     guess positions with its letter is at most that letter's non-green count in the
-    secret. Codes that are not secret letters (whitespace, 0) are never yellow."""
+    secret. Codes that are not secret letters (whitespace, 0) are never yellow.
+
+    Written per position (Python loops over the ``C`` positions): under ``vmap`` every
+    operation is then one vector over the batch, where the ``[C, C]`` array form
+    reduced along axes of 5 and made batched rollouts 1.2x slower."""
     size = secret.shape[-1]
-    positions = jnp.arange(size)
-    used = positions < length
-    green = used & (guess == secret) & (secret > 0)
-    open_ = used & ~green
-    same = guess[:, None] == guess[None, :]
-    rank = jnp.sum(open_[None, :] & same & (positions[None, :] <= positions[:, None]), axis=1)
-    available = jnp.sum(open_[None, :] & (secret[None, :] == guess[:, None]), axis=1)
-    yellow = open_ & (rank <= available)
-    return jnp.where(green, G, jnp.where(yellow, Y, X)).astype(jnp.int32)
+    g = [guess[i] for i in range(size)]
+    s = [secret[i] for i in range(size)]
+    used = [length > i for i in range(size)]
+    green = [used[i] & (g[i] == s[i]) & (s[i] > 0) for i in range(size)]
+    open_ = [used[i] & ~green[i] for i in range(size)]
+    marks = []
+    for i in range(size):
+        rank = sum((open_[j] & (g[j] == g[i])).astype(jnp.int32) for j in range(i + 1))
+        available = sum((open_[j] & (s[j] == g[i])).astype(jnp.int32) for j in range(size))
+        yellow = open_[i] & (rank <= available)
+        marks.append(jnp.where(green[i], G, jnp.where(yellow, Y, X)))
+    return jnp.stack(marks).astype(jnp.int32)
 
 
 class Wordle(WordGame[WordleState]):
@@ -199,6 +229,7 @@ class Wordle(WordGame[WordleState]):
             num_guesses=jnp.int32(0),
             guesses=jnp.zeros((self.history, self.size), jnp.int32),
             feedback=jnp.zeros((self.history, self.size), jnp.int32),
+            guess_keys=jnp.zeros((self.history, packed_size(self.size)), jnp.int32),
         )
         ts = TimeStep.first(self._observation(state), self.instructions_event(state))
         return state, ts
@@ -216,7 +247,8 @@ class Wordle(WordGame[WordleState]):
         format_error = count <= 0
         wrong_length = ~format_error & (count != length)
         stored = jnp.arange(self.history) < state.num_guesses
-        seen = jnp.any(stored & jnp.all(state.guesses == guess, axis=1))
+        key = pack_guess(guess)
+        seen = jnp.any(stored & jnp.all(state.guess_keys == key, axis=1))
         duplicate = ~format_error & ~wrong_length & seen
         valid = ~format_error & ~wrong_length & ~duplicate
 
@@ -253,6 +285,7 @@ class Wordle(WordGame[WordleState]):
             num_guesses=state.num_guesses + valid.astype(jnp.int32),
             guesses=jnp.where(row[:, None], guess, state.guesses),
             feedback=jnp.where(row[:, None], marks, state.feedback),
+            guess_keys=jnp.where(row[:, None], key, state.guess_keys),
         )
         ts = TimeStep(
             observation=self._observation(new_state),
@@ -338,4 +371,5 @@ class Wordle(WordGame[WordleState]):
             num_guesses=jnp.int32(len(previous)),
             guesses=jnp.asarray(guesses),
             feedback=jnp.asarray(feedback),
+            guess_keys=pack_guess(jnp.asarray(guesses)),
         )

@@ -26,7 +26,7 @@ from word_game_contract import (
 )
 
 import gemjax
-from gemjax.envs.wordle import ALPHABET, PATTERN, Wordle, evaluate
+from gemjax.envs.wordle import ALPHABET, PATTERN, Wordle, evaluate, pack_guess
 from gemjax.envs.words import WordBank, decode, word_list, word_pool
 from gemjax.tokenizer_bridge.grammar import WHITESPACE_BUT_SPACE
 
@@ -246,6 +246,28 @@ def test_branches_by_hand(kits):
     assert int(state.num_guesses) == 3 and bool(state.milestones.all())
     assert decode(np.asarray(state.guesses[0])) == "CRANE"
     assert np.asarray(state.feedback[0]).tolist() == [0, 0, 2, 0, 2]
+
+
+def test_long_words_detect_duplicates_across_key_words(kits):
+    """Seven letters need two packed key words: a guess that differs only in its
+    last letters is new, its exact repeat is a duplicate."""
+    kit = kits(Wordle(word_length=7, max_turns=10))
+    _, out = play(kit, ["\\boxed{ability}", "\\boxed{abilitz}", "\\boxed{ABILITY}"])
+    assert out[0][0].startswith("At turn 1, you guessed ABILITY\nFeedback:\nABILITY\n")
+    assert out[1][0].startswith("At turn 2, you guessed ABILITZ\nFeedback:\nABILITZ\n")
+    assert out[2][0] == "At turn 3, you guessed ABILITY, which has been already guessed before."
+
+
+def test_guess_keys_are_injective():
+    rng = np.random.default_rng(0)
+    for size in (1, 4, 5, 6, 11):
+        rows = rng.integers(0, len(ALPHABET) + 1, (400, size)).astype(np.int32)
+        rows[200:] = rows[:200]
+        rows[300:, -1] = (rows[300:, -1] + 1) % (len(ALPHABET) + 1)
+        keys = np.asarray(pack_guess(jnp.asarray(rows)))
+        assert keys.shape == (400, -(-size // 5)) and keys.dtype == np.int32
+        same_rows = (rows[:, None] == rows[None]).all(-1)
+        np.testing.assert_array_equal((keys[:, None] == keys[None]).all(-1), same_rows)
 
 
 def test_max_turns_and_last_turn_flags(kits):
