@@ -41,3 +41,21 @@ def random_words(key: jax.Array, count: int) -> jax.Array:
     seed = jax.random.bits(key, (2,), jnp.uint32)
     counter = jnp.arange(count, dtype=jnp.uint32)
     return mix32(mix32(seed[0] + counter * jnp.uint32(_WEYL)) ^ seed[1])
+
+
+def below(words: jax.Array, n: jax.Array) -> jax.Array:
+    """int32: ``words`` (uint32) mapped to ``0..n-1`` (``n`` in ``1..2**31``, any integer
+    dtype, broadcast) as the high word of ``words * n`` (Lemire's multiply-shift:
+    each value has probability within ``1 / 2**32`` of ``1 / n``, as with ``%``).
+
+    Computed in 16-bit halves with 32-bit products: CPUs have no vector integer
+    division, so ``words % n`` with a traced ``n`` costs a scalar division per lane.
+    """
+    n = jnp.asarray(n, dtype=jnp.uint32)
+    low = jnp.uint32(0xFFFF)
+    a_hi, a_lo = words >> 16, words & low
+    n_hi, n_lo = n >> 16, n & low
+    cross_a, cross_n = a_hi * n_lo, a_lo * n_hi
+    middle = ((a_lo * n_lo) >> 16) + (cross_a & low) + (cross_n & low)
+    high = a_hi * n_hi + (cross_a >> 16) + (cross_n >> 16) + (middle >> 16)
+    return high.astype(jnp.int32)

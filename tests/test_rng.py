@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy import stats
 
-from gemjax.rng import mix32, random_words
+from gemjax.rng import below, mix32, random_words
 
 CHI2_9_P001 = 27.877164871256575  # scipy.stats.chi2.isf(0.001, 9)
 KEYS, WORDS = 2000, 64
@@ -95,3 +97,23 @@ def test_the_uniformity_check_rejects_biased_words(streams: np.ndarray) -> None:
     assert not looks_uniform(streams | 1)  # one bit stuck
     assert not looks_uniform(streams % (9 * 2**28))  # top tenth never drawn
     assert not looks_uniform(streams - streams % 10)  # last decimal digit always 0
+
+
+def test_below_is_the_high_word_of_the_product():
+    """Exact against Python integers on edge words and divisors up to 2**31."""
+    rng = np.random.default_rng(0)
+    words = np.concatenate(
+        [np.array([0, 1, 0xFFFF, 0x10000, 2**31, 2**32 - 1]), rng.integers(0, 2**32, 2000)]
+    ).astype(np.uint32)
+    for n in (1, 2, 3, 7, 26, 255, 65535, 65536, 65537, 10**6 + 3, 2**31 - 1, 2**31):
+        got = np.asarray(jax.jit(below)(jnp.asarray(words), np.uint32(n)))
+        expected = [(int(w) * n) >> 32 for w in words]
+        assert got.tolist() == expected, n
+        assert got.min() >= 0 and got.max() < n
+
+
+def test_below_is_uniform():
+    words = random_words(jax.random.key(3), 60_000)
+    for n in (3, 10, 26):
+        counts = np.bincount(np.asarray(below(words, n)), minlength=n)
+        assert stats.chisquare(counts).pvalue > 1e-4, (n, counts)

@@ -36,7 +36,7 @@ from flax import struct
 
 from gemjax import bitset
 from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
-from gemjax.rng import random_words
+from gemjax.rng import below, random_words
 from gemjax.spaces import Discrete
 from gemjax.tokenizer_bridge.grammar import BoxedInt
 from gemjax.tokenizer_bridge.templates import Choice, Int, MessageTable, Template
@@ -222,8 +222,8 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
             min_number=lo,
             max_number=hi,
             max_turns=turns,
-            target=lo + (words[0] % size).astype(jnp.int32),
-            example=lo + (words[1] % size).astype(jnp.int32),
+            target=lo + below(words[0], size),
+            example=lo + below(words[1], size),
             turn=jnp.int32(0),
             guessed_bits=bitset.empty(self.capacity),
         )
@@ -289,7 +289,7 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
     def random_action(self, key: jax.Array, state: GuessTheNumberState) -> jax.Array:
         """A guess uniform in ``[min_number, max_number]`` (GEM's sampler)."""
         size = (state.max_number - state.min_number + 1).astype(jnp.uint32)
-        return state.min_number + (jax.random.bits(key, (), jnp.uint32) % size).astype(jnp.int32)
+        return state.min_number + below(jax.random.bits(key, (), jnp.uint32), size)
 
     def valid_action_mask(self, state: GuessTheNumberState) -> jax.Array:
         """bool[capacity]: the guesses that are neither a format error (0), out of

@@ -53,7 +53,7 @@ import numpy as np
 from flax import struct
 
 from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
-from gemjax.rng import random_words
+from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.tokenizer_bridge.grammar import BoxedIntList
 from gemjax.tokenizer_bridge.templates import Choice, Int, IntList, MessageTable, Template
@@ -178,22 +178,22 @@ def pegs(code: jax.Array, guess: jax.Array, length: jax.Array, num_numbers: int)
     return jnp.stack([black, common - black])
 
 
-def sample_distinct(bits: jax.Array, n: jax.Array, k: jax.Array, size: int) -> jax.Array:
-    """int32[size]: ``k`` distinct numbers from ``1..n`` in random order (then zeros).
+def sample_distinct(bits: jax.Array, n: jax.Array, k: jax.Array, cap: int) -> jax.Array:
+    """int32[size]: ``k`` distinct numbers from ``1..n`` in random order, then zeros
+    (``random.sample``'s distribution), ``n <= cap``.
 
-    ``bits``: uint32[cap] random words, ``cap >= n``: the numbers are sorted by
-    their words (ties, probability below ``cap**2 / 2**33``, favour the smaller).
+    A partial Fisher-Yates shuffle of ``1..cap`` driven by one random word per
+    position (``bits``: uint32[size]), written on scalars (Python lists over the
+    positions and the deck) so that under ``vmap`` every operation is one vector over
+    the batch.
     """
-    index = jnp.arange(bits.shape[0], dtype=jnp.int32)
-    keys = jnp.where(index < n, bits >> 1, jnp.uint32(2**32 - 1))
-    # A stable argsort by all-pairs ranks (a sort is slow batched on CPU; cap is small).
-    before = (keys[None, :] < keys[:, None]) | (
-        (keys[None, :] == keys[:, None]) & (index[None, :] < index[:, None])
-    )
-    rank = jnp.sum(before, axis=1, dtype=jnp.int32)
-    position = jnp.arange(size, dtype=jnp.int32)[:, None]
-    order = jnp.sum(jnp.where(rank[None, :] == position, index + 1, 0), axis=1, dtype=jnp.int32)
-    return jnp.where(jnp.arange(size) < k, order, 0)
+    deck = [jnp.int32(value) for value in range(1, cap + 1)]
+    drawn = []
+    for i in range(bits.shape[0]):
+        j = i + below(bits[i], jnp.maximum(n - i, 1))
+        drawn.append(sum(jnp.where(j == m, deck[m], 0) for m in range(i, cap)))
+        deck = [jnp.where(j == m, deck[i], deck[m]) for m in range(cap)]
+    return jnp.where(jnp.arange(bits.shape[0]) < k, jnp.stack(drawn), 0).astype(jnp.int32)
 
 
 class Mastermind(Environment[MastermindState, MastermindParams]):
@@ -278,7 +278,7 @@ class Mastermind(Environment[MastermindState, MastermindParams]):
 
     def reset(self, key: jax.Array, params: MastermindParams) -> tuple[MastermindState, TimeStep]:
         cap, size = self.max_number, self.size
-        words = random_words(key, 2 * cap + size + 1)
+        words = random_words(key, 2 * size + 1)
         if self.randomize:
             pick = jnp.arange(len(RANDOM_CONFIGS)) == (words[-1] % len(RANDOM_CONFIGS))
             length, numbers, turns = (
@@ -288,16 +288,16 @@ class Mastermind(Environment[MastermindState, MastermindParams]):
         else:
             length, numbers, turns = params.code_length, params.num_numbers, params.max_turns
         if self.duplicate_numbers:
-            drawn = 1 + (words[2 * cap : 2 * cap + size] % numbers.astype(jnp.uint32))
+            drawn = 1 + below(words[:size], numbers)
             code = jnp.where(jnp.arange(size) < length, drawn.astype(jnp.int32), 0)
         else:
-            code = sample_distinct(words[:cap], numbers, length, size)
+            code = sample_distinct(words[:size], numbers, length, cap)
         state = MastermindState(
             code_length=length,
             num_numbers=numbers,
             max_turns=turns,
             code=code,
-            example=sample_distinct(words[cap : 2 * cap], numbers, length, size),
+            example=sample_distinct(words[size : 2 * size], numbers, length, cap),
             turn=jnp.int32(0),
             milestone=jnp.int32(0),
             num_guesses=jnp.int32(0),
@@ -388,8 +388,8 @@ class Mastermind(Environment[MastermindState, MastermindParams]):
 
     def random_action(self, key: jax.Array, state: MastermindState) -> jax.Array:
         """``code_length`` distinct numbers from ``1..num_numbers`` (GEM's sampler)."""
-        bits = random_words(key, self.max_number)
-        entries = sample_distinct(bits, state.num_numbers, state.code_length, self.size)
+        bits = random_words(key, self.size)
+        entries = sample_distinct(bits, state.num_numbers, state.code_length, self.max_number)
         return jnp.concatenate([state.code_length[None], entries]).astype(jnp.int32)
 
     def instructions_event(self, state: MastermindState) -> Event:

@@ -56,7 +56,7 @@ import numpy as np
 from flax import struct
 
 from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
-from gemjax.rng import random_words
+from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.tokenizer_bridge.grammar import BoxedCommand
 from gemjax.tokenizer_bridge.templates import Board, Choice, Echo, Int, MessageTable, Template
@@ -414,8 +414,8 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
         else:
             rows, cols = params.rows, params.cols
             mines, turns = params.num_mines, params.max_turns
-        sizes = jnp.stack([rows, cols, rows, cols]).astype(jnp.uint32)
-        example = (words[cells : cells + 4] % sizes).astype(jnp.int32)
+        sizes = jnp.stack([rows, cols, rows, cols])
+        example = below(words[cells : cells + 4], sizes)
         board = jnp.zeros(self.shape, jnp.bool_)
         state = MinesweeperState(
             rows=rows,
@@ -539,8 +539,8 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
         """GEM's sampler: ``reveal`` 9 times in 10, else ``flag``, at a uniform cell."""
         words = random_words(key, 3)
         command = jnp.where(words[0] % 10 < 9, REVEAL, FLAG)
-        row = (words[1] % state.rows.astype(jnp.uint32)).astype(jnp.int32)
-        col = (words[2] % state.cols.astype(jnp.uint32)).astype(jnp.int32)
+        row = below(words[1], state.rows)
+        col = below(words[2], state.cols)
         return jnp.stack([command, row, col]).astype(jnp.int32)
 
     def instructions_event(self, state: MinesweeperState) -> Event:

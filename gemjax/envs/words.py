@@ -27,7 +27,7 @@ import numpy as np
 from flax import struct
 
 from gemjax.core import Environment, Rewards, TState
-from gemjax.rng import random_words
+from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
 
 LETTERS = string.ascii_uppercase
@@ -162,18 +162,17 @@ class WordBank:
     def draw_from(self, bits: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
         """:meth:`draw` from three random words (uint32[3])."""
         config = (bits[0] % self.word_length.shape[0]).astype(jnp.int32)
-        size = self.num_words[config].astype(jnp.uint32)
-        secret = self.words[config, (bits[1] % size).astype(jnp.int32)].astype(jnp.int32)
-        example = self.words[config, (bits[2] % size).astype(jnp.int32)].astype(jnp.int32)
+        size = self.num_words[config]
+        secret = self.words[config, below(bits[1], size)].astype(jnp.int32)
+        example = self.words[config, below(bits[2], size)].astype(jnp.int32)
         return self.word_length[config], self.max_turns[config], secret, example
 
     def random_word(self, bits: jax.Array, length: jax.Array) -> jax.Array:
         """int32[C]: a uniform word of the first configuration of word length ``length``,
         picked by the random word ``bits`` (uint32[])."""
         config = jnp.argmax(self.word_length == length).astype(jnp.int32)
-        size = self.num_words[config].astype(jnp.uint32)
-        index = (bits % size).astype(jnp.int32)
-        return self.words[config, index].astype(jnp.int32)
+        size = self.num_words[config]
+        return self.words[config, below(bits, size)].astype(jnp.int32)
 
 
 @struct.dataclass

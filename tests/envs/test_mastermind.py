@@ -258,9 +258,10 @@ def test_reset_distribution(kits, env_id):
     first = np.bincount(states.code[rows, 0], minlength=N + 1)[1:]
     expected = rows.sum() / N
     assert (np.abs(first - expected) < 5 * math.sqrt(expected)).all(), first
-    # Code and example are drawn independently.
+    # Code and example are drawn independently: equal with probability 1 / perm(N, L).
     same = (states.code[rows] == states.example[rows]).all(axis=1).mean()
-    assert same < 0.05
+    chance = 1 / math.perm(N, L)
+    assert abs(same - chance) < 5 * math.sqrt(chance * (1 - chance) / rows.sum()) + 1e-3
 
 
 def test_duplicate_numbers_reset(kits):
