@@ -460,17 +460,17 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
         place = reveal & ~state.placed
         fresh = place_mines(state.priority, active & ~near, state.num_mines)
         mines = jnp.where(place, fresh, state.mines)
-        counts = adjacent_counts(mines)
-
-        at_mine = jnp.any(cell & mines)
-        at_revealed = jnp.any(cell & state.revealed)
-        at_flag = jnp.any(cell & state.flags)
+        # The chosen cell's mine, revealed and flag bits in one reduction.
+        at = jnp.sum(
+            jnp.where(cell, mines * 1 + state.revealed * 2 + state.flags * 4, 0), dtype=jnp.int32
+        )
+        at_mine, at_revealed, at_flag = (at & 1) == 1, (at & 2) == 2, (at & 4) == 4
         hit = reveal & at_mine
         repeat = reveal & ~at_mine & (at_revealed | at_flag)
         opened = reveal & ~at_mine & ~at_revealed & ~at_flag
         newly = flood_fill(
             cell & opened,
-            (counts == 0) & ~mines,
+            ~dilate(mines),  # the 0 cells: no mine in the closed 3x3 neighbourhood
             state.revealed | state.flags | ~active,
         )
         revealed = state.revealed | newly
