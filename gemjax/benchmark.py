@@ -72,30 +72,49 @@ def make_rollout(env: Environment, batch_size: int, num_steps: int):
     return rollout
 
 
+class CompiledRollout:
+    """A compiled random rollout of one env, to time as often as wanted (for example
+    alternating with another measurement so that a slow phase of the machine hits
+    both).
+
+    Attributes:
+        env_id, batch_size, num_steps: what it runs.
+        compile_seconds: lowering plus XLA compilation.
+    """
+
+    def __init__(self, env_id: str, batch_size: int, num_steps: int, **make_kwargs: Any) -> None:
+        self.env_id, self.batch_size, self.num_steps = env_id, batch_size, num_steps
+        rollout = jax.jit(make_rollout(make(env_id, **make_kwargs), batch_size, num_steps))
+        start = time.perf_counter()
+        self._compiled = rollout.lower(jax.random.key(0)).compile()
+        self.compile_seconds = time.perf_counter() - start
+
+    def run(self, seed: int) -> tuple[float, int]:
+        """Wall seconds of one rollout from ``jax.random.key(seed)`` and the episodes
+        it finished."""
+        start = time.perf_counter()
+        episodes, _ = jax.block_until_ready(self._compiled(jax.random.key(seed)))
+        return time.perf_counter() - start, int(episodes)
+
+    def result(self, seconds: float, episodes: int) -> Throughput:
+        """The :class:`Throughput` of a run that took ``seconds``."""
+        steps = self.batch_size * self.num_steps
+        return Throughput(
+            self.env_id,
+            self.batch_size,
+            self.num_steps,
+            self.compile_seconds,
+            seconds,
+            steps / seconds,
+            episodes,
+        )
+
+
 def measure(
     env_id: str, batch_size: int, num_steps: int, repeats: int = 3, **make_kwargs: Any
 ) -> Throughput:
-    """Compile and time a random rollout of ``gemjax.make(env_id, **make_kwargs)``."""
-    env = make(env_id, **make_kwargs)
-    rollout = jax.jit(make_rollout(env, batch_size, num_steps))
-    key = jax.random.key(0)
-    start = time.perf_counter()
-    compiled = rollout.lower(key).compile()
-    compile_seconds = time.perf_counter() - start
-    jax.block_until_ready(compiled(key))  # warm-up
-    best, episodes = float("inf"), 0
-    for repeat in range(repeats):
-        start = time.perf_counter()
-        result = jax.block_until_ready(compiled(jax.random.key(repeat + 1)))
-        elapsed = time.perf_counter() - start
-        if elapsed < best:
-            best, episodes = elapsed, int(result[0])
-    return Throughput(
-        env_id,
-        batch_size,
-        num_steps,
-        compile_seconds,
-        best,
-        batch_size * num_steps / best,
-        episodes,
-    )
+    """Compile and time a random rollout of ``gemjax.make(env_id, **make_kwargs)``:
+    one warm-up run, then the best of ``repeats``."""
+    rollout = CompiledRollout(env_id, batch_size, num_steps, **make_kwargs)
+    rollout.run(0)  # warm-up
+    return rollout.result(*min(rollout.run(seed) for seed in range(1, repeats + 1)))
