@@ -11,8 +11,10 @@ For each game (one id per game by default) at batch ``B`` (default 4096):
   batched), ``tokenizer.batch_decode`` of the responses and the regex grammar.
 
 States come from random play; responses are ~40-token texts ending in a
-``\\boxed{...}`` action rendered from a random action. Prints a table and writes
-``benchmarks/results/bridge_cpu.json`` (or ``--out``).
+``\\boxed{...}`` action rendered from a random action. Render and parse are also
+timed alone (``x render``: the host's render + tokenize against the device render;
+``x parse``: the host's decode + parse against the device parse). Prints a table and
+writes ``benchmarks/results/bridge_cpu.json`` (or ``--out``).
 
 Usage: ``python benchmarks/bridge.py [--batch 4096] [--games Sudoku,Wordle] [--repeats 3]``
 """
@@ -111,6 +113,9 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
     observations, suffixes = render_only(state, ts)
     overflow = float(jax.numpy.mean(observations.overflow | suffixes.overflow))
     device_render = best_of(repeats, lambda: jax.block_until_ready(render_only(state, ts)))
+    parse_only = jax.jit(jax.vmap(bridge.parse))
+    jax.block_until_ready(parse_only(ids_d, lengths_d))
+    device_parse = best_of(repeats, lambda: jax.block_until_ready(parse_only(ids_d, lengths_d)))
 
     kinds = np.asarray(ts.event.kind).tolist()
     args = np.asarray(ts.event.args).tolist()
@@ -142,12 +147,13 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
         "compile_seconds": compile_seconds,
         "device_seconds": device_seconds,
         "device_render_seconds": device_render,
-        "device_parse_seconds_estimate": max(device_seconds - device_render, 0.0),
+        "device_parse_seconds": device_parse,
         "host_render_tokenize_seconds": host_render_seconds,
         "host_decode_parse_seconds": host_parse_seconds,
         "host_seconds": host_seconds,
         "ratio": host_seconds / device_seconds,
         "render_ratio": host_render_seconds / device_render,
+        "parse_ratio": host_parse_seconds / device_parse,
         "non_canonical_at_construction": bridge.non_canonical,
         "token_capacity": CAPACITY,
         "overflow_fraction": overflow,
@@ -173,7 +179,10 @@ def main() -> None:
         ids = [i for i in ids if any(f"game:{g}-" in i for g in wanted)]
     platform_name = jax.devices()[0].platform
     print(f"== on-device bridge vs host text path, qwen3, batch {options.batch} ({platform_name})")
-    columns = ("device ms", "render ms", "host ms", "x host", "x render", "build s", "compile s")
+    columns = (
+        "device ms", "render ms", "parse ms", "host ms", "x host", "x render", "x parse",
+        "build s", "compile s",
+    )  # fmt: skip
     print(f"{'env':34s} " + " ".join(f"{c:>10s}" for c in columns))
     results = []
     for env_id in ids:
@@ -182,9 +191,11 @@ def main() -> None:
         row = (
             1e3 * r["device_seconds"],
             1e3 * r["device_render_seconds"],
+            1e3 * r["device_parse_seconds"],
             1e3 * r["host_seconds"],
             r["ratio"],
             r["render_ratio"],
+            r["parse_ratio"],
             r["build_seconds"],
             r["compile_seconds"],
         )

@@ -5,8 +5,16 @@ tokenizer into small tables once, on the host; its ``parse(ids, length)`` is the
 total, jittable, vmappable function that returns what ``grammar.parse`` returns for
 ``tokenizer.decode(ids[:length])``: the same kernel action, ``ok`` and echo texts.
 
-How it reads a response (one ``lax.scan`` over byte positions; under ``vmap`` each
-step is a handful of vector operations over the whole batch):
+A batch is read in two passes (:class:`TokenParser`). A **token pass** (one scan
+step per token id, one lookup in a table of what each whole token does to the match
+tracker, :func:`token_effects`) finds the last well-formed match and the token where
+its opener starts; the **byte reading** below then runs over a short window from that
+token. Responses the token pass cannot vouch for (a token that is a piece of a
+character, a last match longer than the window, more than ``max_bytes`` bytes) are
+read byte by byte instead (their last ``max_bytes`` byte slots, see Capacities).
+
+The byte reading (one ``lax.scan`` over byte positions; under ``vmap`` each step is a
+handful of vector operations over the whole batch):
 
 1. **Bytes.** A pointer walks the token ids and reads each token's bytes from one
    flat table (``tokenizers.token_bytes``).
@@ -63,6 +71,7 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from gemjax.tokenizer_bridge.device_types import DeviceParsed, EchoText
+from gemjax.tokenizer_bridge.fallback import run_with_fallback, with_fallback
 from gemjax.tokenizer_bridge.grammar import (
     INT32_MAX,
     BoxedCommand,
@@ -79,6 +88,7 @@ BLOCK = 256
 REPLACEMENT = 0xFFFD
 DEFAULT_MAX_BYTES = 512
 DEFAULT_ECHO_CAPACITY = 64
+DEFAULT_WINDOW_BYTES = 32
 
 # Feature columns of a symbol (see :func:`_symbol_features`).
 F_DIGIT, F_SPACE, F_ASCII_SPACE, F_MAPPED, F_CODE = range(5)
@@ -888,6 +898,7 @@ class GrammarProgram:
         symbols = build_symbols(box, self.reader)
         tracker = build_tracker(symbols.opener_bits, symbols.closer, symbols.atoms, box.content)
         self.n_symbols = tracker.symbols
+        self.host_symbols, self.host_tracker = symbols, tracker
         self.block_index = jnp.asarray(symbols.block_index)
         self.blocks = jnp.asarray(symbols.blocks)
         self.features = jnp.asarray(symbols.features)
@@ -1072,6 +1083,81 @@ def token_slots(
     return jnp.where(known, ids, -1), slots
 
 
+class TokenEffects(NamedTuple):
+    """What each whole token does to the match tracker (host tables of the token pass).
+
+    Attributes:
+        moves: int32[(vocab + 1) * states]: token ``t`` read from tracker state ``s``
+            leaves it in state ``moves[t * states + s] & 0xFFFF``, with the bit
+            :data:`CLOSED` when a well-formed match closes inside the token. Row
+            ``vocab`` stands for ids with no bytes (outside the vocabulary).
+        flags: int32[vocab + 1]: :data:`WHOLE` (the token's bytes are valid UTF-8 on
+            their own), :data:`HAS_OPENER_START` (it contains the opener's first
+            character), :data:`CLOSES_AFTER_START` (a match closes inside it after
+            that character).
+        sizes: int32[vocab + 1] byte counts.
+        states: tracker states.
+    """
+
+    moves: np.ndarray
+    flags: np.ndarray
+    sizes: np.ndarray
+    states: int
+
+
+WHOLE, HAS_OPENER_START, CLOSES_AFTER_START = 1, 2, 4
+
+
+def token_effects(program: GrammarProgram, pieces: Sequence[bytes]) -> TokenEffects:
+    """Run the tracker over every token's characters from every state (host, numpy:
+    one vectorised step per character position over all tokens at once).
+
+    Tokens whose bytes are not valid UTF-8 alone (pieces of a character, stray bytes)
+    get no moves of their own: their characters depend on their neighbours, so a
+    response holding one is read byte by byte (:class:`TokenParser`).
+    """
+    symbols, tracker = program.host_symbols, program.host_tracker
+    table = tracker.table.reshape(-1, tracker.symbols)
+    n_states, vocab = table.shape[0], len(pieces)
+    texts, whole = [], np.ones(vocab + 1, bool)
+    for index, piece in enumerate(pieces):
+        try:
+            texts.append(piece.decode("utf-8"))
+        except UnicodeDecodeError:
+            texts.append("")
+            whole[index] = False
+    lengths = np.asarray([len(t) for t in texts] + [0], np.int64)
+    codes = np.frombuffer("".join(texts).encode("utf-32-le"), np.uint32).astype(np.int64)
+    symbol = symbols.blocks[symbols.block_index[codes >> 8] * BLOCK + (codes & (BLOCK - 1))]
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    is_start = (symbols.opener_bits & 1).astype(bool)
+    state = np.tile(np.arange(n_states, dtype=np.int32), (vocab + 1, 1))
+    closed = np.zeros(state.shape, bool)
+    seen_start = np.zeros(vocab + 1, bool)
+    closes_after = np.zeros(vocab + 1, bool)
+    by_length = np.argsort(-lengths, kind="stable")
+    for position in range(int(lengths.max(initial=0))):
+        active = by_length[: int(np.sum(lengths > position))]
+        sym = symbol[starts[active] + position]
+        packed = table[state[active], sym[:, None]]
+        shut = packed & CLOSED != 0
+        closed[active] |= shut
+        closes_after[active] |= seen_start[active] & shut[:, 0]  # every state agrees now
+        seen_start[active] |= is_start[sym]
+        state[active] = packed & 0xFFFF
+    flags = (
+        whole * WHOLE + seen_start * HAS_OPENER_START + closes_after * CLOSES_AFTER_START
+    ).astype(np.int32)
+    sizes = np.asarray([len(p) for p in pieces] + [0], np.int32)
+    moves = (state | closed * CLOSED).reshape(-1).astype(np.int32)
+    return TokenEffects(moves, flags, sizes, n_states)
+
+
+@functools.cache
+def _token_effects(program: GrammarProgram, tokenizer: PreTrainedTokenizerBase) -> TokenEffects:
+    return token_effects(program, token_bytes(tokenizer))
+
+
 class TokenParser:
     """Parses generated token ids on device exactly as ``grammar.parse`` parses
     ``tokenizer.decode(ids[:length])`` (see the module docstring for the rules).
@@ -1079,9 +1165,25 @@ class TokenParser:
     Args:
         grammar: a host grammar with a registered reader (every game's grammar).
         tokenizer: a byte-level tokenizer (``load_tokenizer("qwen3")`` ...).
-        max_bytes: byte slots read per response (the last ``max_bytes``); one scan
-            step each, so the cost is linear in it.
+        max_bytes: byte slots read per response (the last ``max_bytes``).
         echo_capacity: code points per echo text.
+        window_bytes: bytes re-read around the last match after the token pass.
+
+    How a batch is read (``jax.vmap`` of :meth:`parse` / :meth:`parse_full` runs this
+    batched rule; an unbatched call is a batch of one):
+
+    1. **Token pass**: one scan step per token id, one table lookup each
+       (:func:`token_effects`), finds the last match that closes and the token where
+       its opener starts;
+    2. **window**: the byte-level reading (module docstring) of ``window_bytes`` bytes
+       from that token gives the action and echoes;
+    3. **lanes read byte by byte**: a response holding a token that is not valid
+       UTF-8 alone, one longer than ``max_bytes`` slots, or whose last match does not
+       fit the window is read by the full byte scan: only those lanes when they are
+       at most an eighth of the batch, every lane beyond that
+       (:func:`~gemjax.tokenizer_bridge.fallback.with_fallback`).
+
+    The result never depends on which way a lane was read.
 
     ``parse``, ``parse_full``, ``parse_chars`` and ``overflow`` take one response
     (``ids`` int32[T], ``length`` int32[]); ``jax.vmap`` them for a batch.
@@ -1093,12 +1195,22 @@ class TokenParser:
         tokenizer: PreTrainedTokenizerBase,
         max_bytes: int = DEFAULT_MAX_BYTES,
         echo_capacity: int = DEFAULT_ECHO_CAPACITY,
+        window_bytes: int = DEFAULT_WINDOW_BYTES,
     ) -> None:
-        if max_bytes < 1:
-            raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+        if max_bytes < 1 or window_bytes < 1:
+            raise ValueError(
+                f"max_bytes and window_bytes must be positive, got {max_bytes}, {window_bytes}"
+            )
         self.program = compile_grammar(grammar, echo_capacity)
         self.tables = token_tables(tokenizer)
         self.max_bytes = max_bytes
+        self.window_bytes = window_bytes
+        effects = _token_effects(self.program, tokenizer)
+        self.states = effects.states
+        self.moves = jnp.asarray(effects.moves)
+        self.flags = jnp.asarray(effects.flags)
+        self.sizes = jnp.asarray(effects.sizes)
+        self._parse_one = with_fallback(self._token_pass, self._parse_bytes)
 
     @property
     def grammar(self) -> Grammar:
@@ -1111,12 +1223,66 @@ class TokenParser:
 
     def parse_full(self, ids: jax.Array, length: jax.Array) -> DeviceParsed:
         """Action, ``ok`` and echo texts of ``ids[:length]`` (int32[T], int32[])."""
-        tables = self.tables
-        ids, slots = token_slots(tables, ids, length)
+        return self._parse_one(jnp.asarray(ids, jnp.int32), jnp.asarray(length, jnp.int32))
+
+    def parse_batch(self, ids: jax.Array, lengths: jax.Array) -> DeviceParsed:
+        """:meth:`parse_full` of a batch: int32[B, T] ids and int32[B] lengths."""
+        return run_with_fallback(self._token_pass, self._parse_bytes, (ids, lengths))
+
+    def _token_pass(self, ids: jax.Array, lengths: jax.Array) -> tuple[DeviceParsed, jax.Array]:
+        """Steps 1 and 2 for a batch: the parse of every lane read through its window,
+        and bool[B] the lanes that must be read byte by byte instead."""
+        vocab = self.flags.shape[0] - 1
+        steps = ids.shape[1]
+        live = jnp.arange(steps) < lengths[:, None]
+        tokens = jnp.where(live & (ids >= 0) & (ids < vocab), ids, vocab)
+        flags = self.flags[tokens]
+        slots = jnp.where(live, jnp.maximum(self.sizes[tokens], 1), 0)
+
+        def step(carry: tuple[jax.Array, ...], column: tuple[jax.Array, ...]) -> Any:
+            state, last_start, close, origin = carry
+            t, token, flag = column
+            packed = self.moves[token * self.states + state]
+            closed = packed & CLOSED != 0
+            here = flag & CLOSES_AFTER_START != 0
+            origin = jnp.where(closed, jnp.where(here, t, last_start), origin)
+            close = jnp.where(closed, t, close)
+            last_start = jnp.where(flag & HAS_OPENER_START != 0, t, last_start)
+            return (packed & 0xFFFF, last_start, close, origin), None
+
+        zeros = jnp.zeros(ids.shape[0], jnp.int32)
+        columns = (jnp.arange(steps, dtype=jnp.int32), tokens.T, flags.T)
+        init = (zeros, zeros - 1, zeros - 1, zeros)
+        (_, _, close, origin), _ = jax.lax.scan(step, init, columns)
+        ends = jnp.cumsum(slots, axis=1)
+        found = close >= 0
+        origin = jnp.where(found, origin, 0)
+        before = jnp.take_along_axis(ends - slots, origin[:, None], axis=1)[:, 0]
+        through = jnp.take_along_axis(ends, jnp.maximum(close, 0)[:, None], axis=1)[:, 0]
+        hard = (
+            jnp.any(live & (flags & WHOLE == 0), axis=1)
+            | (ends[:, -1] > self.max_bytes)
+            | (found & (through - before > self.window_bytes))
+        )
+        read = jax.vmap(lambda i, n, o: self._read(i, n, o, jnp.int32(0), self.window_bytes))
+        return read(ids, lengths, origin), hard
+
+    def _parse_bytes(self, ids: jax.Array, length: jax.Array) -> DeviceParsed:
+        """The byte scan of the last ``max_bytes`` slots of one response."""
+        _, slots = token_slots(self.tables, ids, length)
         ends = jnp.cumsum(slots)
         skip = jnp.maximum(ends[-1] - self.max_bytes, 0)
         first = jnp.minimum(jnp.sum(ends <= skip), ids.shape[0] - 1).astype(jnp.int32)
         offset = skip - (ends[first] - slots[first])
+        return self._read(ids, length, first, offset.astype(jnp.int32), self.max_bytes)
+
+    def _read(
+        self, ids: jax.Array, length: jax.Array, first: jax.Array, offset: jax.Array, steps: int
+    ) -> DeviceParsed:
+        """The byte scan of ``steps`` byte slots of one response, from byte ``offset``
+        of token ``first``."""
+        tables = self.tables
+        ids, _ = token_slots(tables, ids, length)
         count = jnp.minimum(jnp.asarray(length, jnp.int32), ids.shape[0])
 
         def source(carry: tuple[jax.Array, jax.Array, Utf8]) -> tuple[Any, CharEvent]:
@@ -1133,8 +1299,7 @@ class TokenParser:
             within = jnp.where(done, 0, jnp.where(live, within + 1, within))
             return (token, within, dec), event
 
-        start = (first, offset.astype(jnp.int32), utf8_init())
-        return self.program.parse_events(source, start, self.max_bytes)
+        return self.program.parse_events(source, (first, offset, utf8_init()), steps)
 
     def parse_chars(self, chars: jax.Array, length: jax.Array) -> DeviceParsed:
         """Parse code points directly (int32[N], int32[]); no capacity but ``N``."""

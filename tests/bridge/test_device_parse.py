@@ -39,6 +39,7 @@ from gemjax.tokenizer_bridge.device_parse import (
     utf8_init,
     utf8_step,
 )
+from gemjax.tokenizer_bridge.fallback import DEFAULT_SHARE
 from gemjax.tokenizer_bridge.grammar import BoxedInt, BoxedLetters
 
 GRAMMARS = game_grammars()
@@ -114,6 +115,37 @@ def test_agrees_with_host(name: str, vocab: Vocabulary) -> None:
     stream = token_cases(vocab, grammar, rng)
     cases += [next(stream) for _ in range(CASES)]
     check(name, vocab, cases)
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_token_pass_and_fallbacks(name: str, qwen3: Any) -> None:
+    """The token pass reads every lane it vouches for as the host does; batches with
+    none, a few and many lanes it does not vouch for (tokens that are pieces of a
+    character, matches longer than the window) agree with the host through each of
+    the three ways ``parse_batch`` takes."""
+    vocab = Vocabulary(qwen3)
+    parser, parse = batched(name, vocab)
+    grammar = parser.grammar
+    rng = random.Random(7)
+    pool = [vocab.encode(grammar.render(random_action(grammar, rng))) for _ in range(64)]
+    stream = token_cases(vocab, grammar, rng)
+    pool += [next(stream) for _ in range(448)]
+    ids, lengths = pad(pool, WIDTH)
+    texts = [vocab.window_text(list(r[:n]), MAX_BYTES) for r, n in zip(ids, lengths, strict=True)]
+    expected = [grammar.parse(text) for text in texts]
+    fast, hard = jax.tree.map(np.asarray, jax.jit(parser._token_pass)(ids, lengths))
+    easy = np.flatnonzero(~hard)
+    fast_easy = jax.tree.map(lambda x: x[easy], fast)
+    problems = disagreements(parser, fast_easy, [expected[i] for i in easy], texts)
+    assert not problems, problems[:5]
+    assert len(easy) >= 64 and hard.sum() >= 40
+    few = -(-64 // DEFAULT_SHARE)
+    for count in (0, few // 2, 40):  # branches none, some, every
+        rows = np.concatenate([np.flatnonzero(hard)[:count], easy[: 64 - count]])
+        parsed = jax.tree.map(np.asarray, parse(ids[rows], lengths[rows]))
+        chosen = [expected[i] for i in rows]
+        problems = disagreements(parser, parsed, chosen, [texts[i] for i in rows])
+        assert not problems, f"{count} hard lanes: {problems[:5]}"
 
 
 def test_every_game_grammar_is_covered() -> None:

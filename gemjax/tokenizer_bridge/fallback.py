@@ -1,0 +1,97 @@
+"""Per-lane functions with a fast batched path and an exact fallback, chosen per batch.
+
+Under ``jax.vmap`` a ``lax.cond`` on a per-lane value runs both branches for every
+lane, so a per-lane "fast unless unusual" choice costs the slow path everywhere.
+:func:`with_fallback` moves the choice to the batch: the function it returns is an
+ordinary per-lane function whose batching rule (``jax.custom_batching.custom_vmap``)
+runs the fast path on the whole batch, asks it which lanes it cannot vouch for, and
+then re-runs the exact path on none of them, on just those lanes (gathered into a
+batch of ``ceil(B / share)`` lanes), or on every lane, whichever is needed. The result
+never depends on which way a lane went; only the cost does. An unbatched call is a
+batch of one. Under nested ``vmap`` the outer levels see an ordinary function (the
+choice is then per inner batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+#: At most one lane in this many is re-run alone; more, and the whole batch is.
+DEFAULT_SHARE = 8
+
+
+def lanes_where(mask: jax.Array, new: Any, old: Any) -> Any:
+    """Per lane (``mask`` bool[B]): ``new`` where set, else ``old`` (leaves [B, ...])."""
+    return jax.tree.map(
+        lambda a, b: jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b), new, old
+    )
+
+
+def run_with_fallback(
+    fast: Callable[..., tuple[Any, jax.Array]],
+    exact: Callable[..., Any],
+    args: Sequence[Any],
+    share: int = DEFAULT_SHARE,
+) -> Any:
+    """The batched rule itself: ``fast(*args)`` on batched ``args`` (leaves [B, ...])
+    returns ``(out, hard)`` with ``hard`` bool[B]; ``exact`` is the per-lane function
+    whose result replaces ``out`` on the hard lanes."""
+    out, hard = fast(*args)
+    batch = hard.shape[0]
+    few = -(-batch // share)
+    exact_batch = jax.vmap(exact)
+
+    def none() -> Any:
+        return out
+
+    def some() -> Any:
+        (lanes,) = jnp.nonzero(hard, size=few, fill_value=batch)
+        picked = jax.tree.map(lambda leaf: leaf[jnp.minimum(lanes, batch - 1)], tuple(args))
+        again = exact_batch(*picked)
+        return jax.tree.map(lambda o, a: o.at[lanes].set(a, mode="drop"), out, again)
+
+    def every() -> Any:
+        return lanes_where(hard, exact_batch(*args), out)
+
+    count = jnp.sum(hard)
+    branch = (count > 0).astype(jnp.int32) + (count > few).astype(jnp.int32)
+    return jax.lax.switch(branch, (none, some, every))
+
+
+def with_fallback(
+    fast: Callable[..., tuple[Any, jax.Array]],
+    exact: Callable[..., Any],
+    share: int = DEFAULT_SHARE,
+) -> Callable[..., Any]:
+    """A per-lane function equal to ``exact`` whose ``vmap`` runs ``fast`` first.
+
+    Args:
+        fast: batched: takes the arguments with a leading batch axis on every leaf and
+            returns ``(out, hard)``; ``out`` must equal ``vmap(exact)`` on every lane
+            where ``hard`` (bool[B]) is False.
+        exact: the per-lane function (any lane, any input).
+        share: see :data:`DEFAULT_SHARE`.
+    """
+
+    @jax.custom_batching.custom_vmap
+    def one(*args: Any) -> Any:
+        single = jax.tree.map(lambda leaf: leaf[None], args)
+        return jax.tree.map(lambda leaf: leaf[0], run_with_fallback(fast, exact, single, share))
+
+    @one.def_vmap
+    def rule(axis_size: int, in_batched: Sequence[Any], *args: Any) -> tuple[Any, Any]:
+        args = jax.tree.map(
+            lambda leaf, batched: (
+                leaf if batched else jnp.broadcast_to(leaf, (axis_size, *jnp.shape(leaf)))
+            ),
+            args,
+            tuple(in_batched),
+        )
+        out = run_with_fallback(fast, exact, args, share)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return one
