@@ -191,6 +191,9 @@ class ProgramTable:
     Attributes:
         echo_slots: names of the slots that print the parser's text.
         num_programs, num_parts: sizes of the compiled tables.
+        kind_lengths: per message kind, the most code points its message can print
+            (echoes at full capacity, no lead or trail).
+        max_length: the most code points any render can take (lead and trail too).
     """
 
     def __init__(
@@ -227,7 +230,9 @@ class ProgramTable:
         self.num_parts = 2 + max(len(p) for p in programs)
         self._arrays = self._pack(programs)
         self.int_width = max(INT32_DIGITS + 1, *(width for _, width in self.specs))
-        self.max_length = self._longest(programs)
+        self._programs = programs
+        self.kind_lengths = self.longest_per_kind(echo_capacity)
+        self.max_length = self._ends_length() + max(self.kind_lengths)
 
     # --- compile (host) ---------------------------------------------------------------
 
@@ -314,20 +319,29 @@ class ProgramTable:
                 parts += self._int_parts(start + k, "", echo, when)
         return parts + self._literal(slot.brackets[1], echo, when)
 
-    def _longest(self, programs: list[list[Part]]) -> int:
-        """An upper bound of the code points any render can take (lead and trail
-        included)."""
+    def longest_per_kind(self, echo_length: int) -> list[int]:
+        """Per message kind, an upper bound of the code points its message can take
+        (without lead or trail) when no echo is longer than ``echo_length``."""
         lengths = self.strings.lengths
 
         def longest(part: Part) -> int:
+            if part.kind == ECHO:
+                return int(part.position < echo_length)
             if part.kind != TABLE:
                 return 1
             return max(lengths[part.base : part.base + part.size])
 
-        ends = max(lengths[self.lead_base : self.lead_base + self.num_lead]) + max(
+        programs = self._programs
+        per_program = [sum(longest(part) for part in parts) for parts in programs]
+        bounds = [*self.kind_base[1:], len(programs)]
+        return [max(per_program[a:b]) for a, b in zip(self.kind_base, bounds, strict=True)]
+
+    def _ends_length(self) -> int:
+        """The longest lead plus the longest trail (code points)."""
+        lengths = self.strings.lengths
+        return max(lengths[self.lead_base : self.lead_base + self.num_lead]) + max(
             lengths[self.trail_base : self.trail_base + self.num_trail]
         )
-        return ends + max(sum(longest(part) for part in parts) for parts in programs)
 
     def _pack(self, programs: list[list[Part]]) -> dict[str, jax.Array]:
         """Per program and part: the fields of :class:`Part` as int32[programs, parts];

@@ -21,6 +21,7 @@ import pytest
 import gemjax
 from gemjax.gem.wrappers import ObservationWrapper
 from gemjax.tokenizer_bridge.bridge import CHAT_PREFIX, CHAT_TAIL, TokenBridge
+from gemjax.tokenizer_bridge.fallback import lanes_where
 from gemjax.tokenizer_bridge.templates import Board
 from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
 
@@ -91,17 +92,20 @@ def rollout_fn(env_id: str, name: str, prompts: bool = True) -> Any:
     return jax.jit(jax.vmap(lane))
 
 
-def tokens_of(text: Any, lane: int, step: int) -> list[int]:
-    return np.asarray(text.ids[lane, step, : int(text.length[lane, step])]).tolist()
+def tokens_of(text: Any, lane: int, step: int | None) -> list[int]:
+    index = (lane,) if step is None else (lane, step)
+    return np.asarray(text.ids[index][: int(text.length[index])]).tolist()
 
 
-def check_text(tokenizer: Any, text: Any, lane: int, step: int, host: str) -> bool:
-    """Decoded ids equal ``host``; ids are the canonical encoding when flagged so.
-    Returns the canonical flag."""
-    assert not bool(text.overflow[lane, step])
+def check_text(tokenizer: Any, text: Any, lane: int, step: int | None, host: str) -> bool:
+    """Decoded ids equal ``host``; ids are the canonical encoding when flagged so
+    (``text`` batched over lanes, and steps unless ``step`` is None). Returns the
+    canonical flag."""
+    index = (lane,) if step is None else (lane, step)
+    assert not bool(text.overflow[index])
     ids = tokens_of(text, lane, step)
     assert tokenizer.decode(ids) == host, (lane, step, host[-300:])
-    canonical = bool(text.canonical[lane, step])
+    canonical = bool(text.canonical[index])
     if canonical:
         assert ids == tokenizer.encode(host, add_special_tokens=False), (lane, step, host[-300:])
     return canonical
@@ -222,6 +226,31 @@ def test_parsed_echoes_render_what_the_host_prints(env_id):
         if canonical[-1]:
             assert got == tokenizer.encode(expected, add_special_tokens=False)
     print(env_id, "canonical rate under adversarial echoes", np.mean(canonical))
+
+
+@pytest.mark.parametrize("env_id", ["game:GuessTheNumber-v0-easy", "game:Mastermind-v0-easy"])
+def test_render_is_the_same_whichever_path_a_lane_takes(env_id):
+    """Batches with no, a few (at most an eighth) and many reset lanes, whose
+    instructions do not fit the short buffer, render the host text; so does one lane
+    rendered on its own."""
+    bridge = bridge_for(env_id, "qwen3")
+    env, params, tokenizer = bridge.env, bridge.env.default_params, bridge.tokenizer
+    keys = jax.random.split(jax.random.key(5), 16)
+    states, first = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    actions = jax.vmap(env.random_action)(keys, states)
+    states, stepped = jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, states, actions, params)
+    render = jax.jit(jax.vmap(bridge.render))
+    for resets in (0, 2, 10):
+        ts = lanes_where(jnp.arange(16) < resets, first, stepped)
+        texts = jax.device_get(render(states, ts))
+        for lane in range(16):
+            kind, args = int(ts.event.kind[lane]), np.asarray(ts.event.args[lane]).tolist()
+            assert (kind == 0) == (lane < resets)
+            assert check_text(tokenizer, texts, lane, None, env.messages.render(kind, args))
+    single = jax.jit(bridge.render)
+    for lane in (0, 15):  # a reset lane and a step lane, alone
+        one = single(*jax.tree.map(lambda x, i=lane: x[i], (states, ts)))
+        np.testing.assert_array_equal(np.asarray(one.ids), np.asarray(texts.ids[lane]))
 
 
 def test_prompt_overflow_keeps_the_first_tokens():
