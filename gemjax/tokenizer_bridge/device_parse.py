@@ -1210,7 +1210,7 @@ class TokenParser:
         self.moves = jnp.asarray(effects.moves)
         self.flags = jnp.asarray(effects.flags)
         self.sizes = jnp.asarray(effects.sizes)
-        self._parse_one = with_fallback(self._token_pass, self._parse_bytes)
+        self._parse_one = with_fallback(self._token_pass, self._read_windows, self._parse_bytes)
 
     @property
     def grammar(self) -> Grammar:
@@ -1227,11 +1227,14 @@ class TokenParser:
 
     def parse_batch(self, ids: jax.Array, lengths: jax.Array) -> DeviceParsed:
         """:meth:`parse_full` of a batch: int32[B, T] ids and int32[B] lengths."""
-        return run_with_fallback(self._token_pass, self._parse_bytes, (ids, lengths))
+        return run_with_fallback(
+            self._token_pass, self._read_windows, self._parse_bytes, (ids, lengths)
+        )
 
-    def _token_pass(self, ids: jax.Array, lengths: jax.Array) -> tuple[DeviceParsed, jax.Array]:
-        """Steps 1 and 2 for a batch: the parse of every lane read through its window,
-        and bool[B] the lanes that must be read byte by byte instead."""
+    def _token_pass(self, ids: jax.Array, lengths: jax.Array) -> tuple[Any, jax.Array]:
+        """Step 1 for a batch (int32[B, T] ids, int32[B] lengths): ``((ids, lengths,
+        origin), hard)``, ``origin`` int32[B] the token where each lane's window starts
+        and ``hard`` bool[B] the lanes that must be read byte by byte instead."""
         vocab = self.flags.shape[0] - 1
         steps = ids.shape[1]
         live = jnp.arange(steps) < lengths[:, None]
@@ -1264,8 +1267,13 @@ class TokenParser:
             | (ends[:, -1] > self.max_bytes)
             | (found & (through - before > self.window_bytes))
         )
+        return (ids, lengths, origin), hard
+
+    def _read_windows(self, located: tuple[jax.Array, jax.Array, jax.Array]) -> DeviceParsed:
+        """Step 2 for a batch: the byte reading of ``window_bytes`` bytes from each
+        lane's origin token (``located``: ids, lengths, origins from the token pass)."""
         read = jax.vmap(lambda i, n, o: self._read(i, n, o, jnp.int32(0), self.window_bytes))
-        return read(ids, lengths, origin), hard
+        return read(*located)
 
     def _parse_bytes(self, ids: jax.Array, length: jax.Array) -> DeviceParsed:
         """The byte scan of the last ``max_bytes`` slots of one response."""

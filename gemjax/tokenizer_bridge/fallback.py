@@ -4,9 +4,10 @@ Under ``jax.vmap`` a ``lax.cond`` on a per-lane value runs both branches for eve
 lane, so a per-lane "fast unless unusual" choice costs the slow path everywhere.
 :func:`with_fallback` moves the choice to the batch: the function it returns is an
 ordinary per-lane function whose batching rule (``jax.custom_batching.custom_vmap``)
-runs the fast path on the whole batch, asks it which lanes it cannot vouch for, and
-then re-runs the exact path on none of them, on just those lanes (gathered into a
-batch of ``ceil(B / share)`` lanes), or on every lane, whichever is needed. The result
+first runs a cheap check that says which lanes the fast path cannot vouch for, then
+either finishes the fast path on every lane (none are hard), finishes it and re-runs
+the exact path on just the hard lanes (gathered into a batch of ``ceil(B / share)``
+lanes), or runs the exact path on every lane (more are hard). The result
 never depends on which way a lane went; only the cost does. An unbatched call is a
 batch of one. Under nested ``vmap`` the outer levels see an ordinary function (the
 choice is then per inner batch).
@@ -32,30 +33,35 @@ def lanes_where(mask: jax.Array, new: Any, old: Any) -> Any:
 
 
 def run_with_fallback(
-    fast: Callable[..., tuple[Any, jax.Array]],
+    check: Callable[..., tuple[Any, jax.Array]],
+    finish: Callable[[Any], Any],
     exact: Callable[..., Any],
     args: Sequence[Any],
     share: int = DEFAULT_SHARE,
 ) -> Any:
-    """The batched rule itself: ``fast(*args)`` on batched ``args`` (leaves [B, ...])
-    returns ``(out, hard)`` with ``hard`` bool[B]; ``exact`` is the per-lane function
-    whose result replaces ``out`` on the hard lanes."""
-    out, hard = fast(*args)
+    """The batched rule itself, on batched ``args`` (leaves [B, ...]).
+
+    ``check(*args)`` returns ``(carry, hard)`` with ``hard`` bool[B]; ``finish(carry)``
+    the fast result of every lane, right wherever ``hard`` is False; ``exact`` is the
+    per-lane function whose result is used on the hard lanes. When more than
+    ``ceil(B / share)`` lanes are hard, ``finish`` is skipped and every lane is exact.
+    """
+    carry, hard = check(*args)
     batch = hard.shape[0]
     few = -(-batch // share)
     exact_batch = jax.vmap(exact)
 
     def none() -> Any:
-        return out
+        return finish(carry)
 
     def some() -> Any:
         (lanes,) = jnp.nonzero(hard, size=few, fill_value=batch)
         picked = jax.tree.map(lambda leaf: leaf[jnp.minimum(lanes, batch - 1)], tuple(args))
         again = exact_batch(*picked)
-        return jax.tree.map(lambda o, a: o.at[lanes].set(a, mode="drop"), out, again)
+        return jax.tree.map(lambda o, a: o.at[lanes].set(a, mode="drop"), finish(carry), again)
 
     def every() -> Any:
-        return lanes_where(hard, exact_batch(*args), out)
+        return exact_batch(*args)
 
     count = jnp.sum(hard)
     branch = (count > 0).astype(jnp.int32) + (count > few).astype(jnp.int32)
@@ -63,16 +69,19 @@ def run_with_fallback(
 
 
 def with_fallback(
-    fast: Callable[..., tuple[Any, jax.Array]],
+    check: Callable[..., tuple[Any, jax.Array]],
+    finish: Callable[[Any], Any],
     exact: Callable[..., Any],
     share: int = DEFAULT_SHARE,
 ) -> Callable[..., Any]:
-    """A per-lane function equal to ``exact`` whose ``vmap`` runs ``fast`` first.
+    """A per-lane function equal to ``exact`` whose ``vmap`` tries a fast path first.
 
     Args:
-        fast: batched: takes the arguments with a leading batch axis on every leaf and
-            returns ``(out, hard)``; ``out`` must equal ``vmap(exact)`` on every lane
-            where ``hard`` (bool[B]) is False.
+        check: batched: takes the arguments with a leading batch axis on every leaf
+            and returns ``(carry, hard)``, ``hard`` bool[B] the lanes the fast path
+            cannot vouch for.
+        finish: batched: the fast result from ``carry``; it must equal
+            ``vmap(exact)`` on every lane where ``hard`` is False.
         exact: the per-lane function (any lane, any input).
         share: see :data:`DEFAULT_SHARE`.
     """
@@ -80,7 +89,8 @@ def with_fallback(
     @jax.custom_batching.custom_vmap
     def one(*args: Any) -> Any:
         single = jax.tree.map(lambda leaf: leaf[None], args)
-        return jax.tree.map(lambda leaf: leaf[0], run_with_fallback(fast, exact, single, share))
+        out = run_with_fallback(check, finish, exact, single, share)
+        return jax.tree.map(lambda leaf: leaf[0], out)
 
     @one.def_vmap
     def rule(axis_size: int, in_batched: Sequence[Any], *args: Any) -> tuple[Any, Any]:
@@ -91,7 +101,7 @@ def with_fallback(
             args,
             tuple(in_batched),
         )
-        out = run_with_fallback(fast, exact, args, share)
+        out = run_with_fallback(check, finish, exact, args, share)
         return out, jax.tree.map(lambda _: True, out)
 
     return one

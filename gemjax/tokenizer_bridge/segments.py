@@ -224,7 +224,7 @@ class SegmentTokenizer:
         terms = jnp.stack(
             [
                 cut.astype(jnp.uint32),
-                _utf8_length(chars).astype(jnp.uint32),
+                utf8_length(chars).astype(jnp.uint32),
                 *(chars.astype(jnp.uint32) * jnp.asarray(_powers(p, size)) for p in _PRIMES),
             ]
         )
@@ -337,7 +337,7 @@ def _ascii_letter(chars: jax.Array) -> jax.Array:
     return (upper >= ord("A")) & (upper <= ord("Z"))
 
 
-def _utf8_length(chars: jax.Array) -> jax.Array:
+def utf8_length(chars: jax.Array) -> jax.Array:
     """int32[C]: UTF-8 bytes of each code point (specials and 0 padding: 0)."""
     size = 1 + (chars >= 0x80).astype(jnp.int32) + (chars >= 0x800) + (chars >= 0x10000)
     return jnp.where((chars > 0) & (chars < SPECIAL_BASE), size, 0).astype(jnp.int32)
@@ -345,7 +345,7 @@ def _utf8_length(chars: jax.Array) -> jax.Array:
 
 def _utf8_byte(char: jax.Array, index: jax.Array) -> jax.Array:
     """int32: byte ``index`` of the UTF-8 encoding of code point ``char``."""
-    size = _utf8_length(char)
+    size = utf8_length(char)
     shift = 6 * (size - 1 - index)
     lead = jnp.asarray([0, 0, 0xC0, 0xE0, 0xF0], jnp.int32)[size] | (char >> (6 * (size - 1)))
     continuation = 0x80 | ((char >> jnp.maximum(shift, 0)) & 0x3F)

@@ -230,7 +230,7 @@ def test_parsed_echoes_render_what_the_host_prints(env_id):
 
 @pytest.mark.parametrize("env_id", ["game:GuessTheNumber-v0-easy", "game:Mastermind-v0-easy"])
 def test_render_is_the_same_whichever_path_a_lane_takes(env_id):
-    """Batches with no, a few (at most an eighth) and many reset lanes, whose
+    """Batches with no, a few (at most a quarter) and many reset lanes, whose
     instructions do not fit the short buffer, render the host text; so does one lane
     rendered on its own."""
     bridge = bridge_for(env_id, "qwen3")
