@@ -1,13 +1,17 @@
 """Shared fixtures: one set of jitted reset/step functions per env, compiled once.
 
-JAX's persistent compilation cache (``<repo>/.jax_cache``) makes reruns cheap; the
-session-scoped :func:`kits` cache makes every test that uses an env share its
-compiled functions within a run.
+The session-scoped :func:`kits` cache makes every test that uses an env share its
+compiled functions within a run. JAX's persistent compilation cache
+(``<repo>/.jax_cache``) makes local reruns cheap; it is opt-in
+(``GEMJAX_TEST_JAX_CACHE=1``) because writing an executable to it crashed the
+interpreter once in a clean CI run (a segfault inside ``put_executable_and_time``,
+jax 0.10.2 on CPU), and a clean clone has nothing to read from it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,8 +24,9 @@ from gemjax.core import Environment
 
 REPO = Path(__file__).resolve().parents[1]
 
-jax.config.update("jax_compilation_cache_dir", str(REPO / ".jax_cache"))
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+if os.environ.get("GEMJAX_TEST_JAX_CACHE") == "1":
+    jax.config.update("jax_compilation_cache_dir", str(REPO / ".jax_cache"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 GTN_IDS = tuple(i for i in gemjax.list_envs() if i.startswith("game:GuessTheNumber"))
 
