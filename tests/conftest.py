@@ -6,13 +6,20 @@ compiled functions within a run. JAX's persistent compilation cache
 (``GEMJAX_TEST_JAX_CACHE=1``) because writing an executable to it crashed the
 interpreter once in a clean CI run (a segfault inside ``put_executable_and_time``,
 jax 0.10.2 on CPU), and a clean clone has nothing to read from it.
+
+Every compiled executable keeps its machine code in a few dozen memory mappings of
+its own (about 24 for a small function on XLA:CPU, many more for a bridge render),
+and Linux caps a process at ``vm.max_map_count`` mappings (65530 by default). The
+whole suite compiles more than that in one process, and the compiler crashes
+(segfaults) when it cannot map more: :func:`release_compiled_code` drops JAX's
+compiled code when a test leaves the process past half the cap.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +86,25 @@ class KitCache:
 @pytest.fixture(scope="session")
 def kits() -> KitCache:
     return KitCache()
+
+
+MAPS = Path("/proc/self/maps")
+MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
+
+
+def memory_mappings() -> int:
+    """How many memory mappings this process holds (0 where /proc is missing)."""
+    if not MAPS.exists():
+        return 0
+    with MAPS.open("rb") as lines:
+        return sum(1 for _ in lines)
+
+
+@pytest.fixture(autouse=True)
+def release_compiled_code() -> Iterator[None]:
+    """After a test, clear JAX's caches (compiled code included) if this process
+    holds more than half of the kernel's cap on memory mappings; later tests then
+    recompile what they use."""
+    yield
+    if MAX_MAP_COUNT.exists() and memory_mappings() > int(MAX_MAP_COUNT.read_text()) // 2:
+        jax.clear_caches()

@@ -7,7 +7,8 @@ ordinary per-lane function whose batching rule (``jax.custom_batching.custom_vma
 first runs a cheap check that says which lanes the fast path cannot vouch for, then
 either finishes the fast path on every lane (none are hard), finishes it and re-runs
 the exact path on just the hard lanes (gathered into a batch of ``ceil(B / share)``
-lanes), or runs the exact path on every lane (more are hard). The result
+lanes), or runs the exact path on every lane, in chunks of that size (more are hard;
+one compiled copy of the exact path serves both). The result
 never depends on which way a lane went; only the cost does. An unbatched call is a
 batch of one. Under nested ``vmap`` the outer levels see an ordinary function (the
 choice is then per inner batch).
@@ -25,13 +26,6 @@ import jax.numpy as jnp
 DEFAULT_SHARE = 8
 
 
-def lanes_where(mask: jax.Array, new: Any, old: Any) -> Any:
-    """Per lane (``mask`` bool[B]): ``new`` where set, else ``old`` (leaves [B, ...])."""
-    return jax.tree.map(
-        lambda a, b: jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b), new, old
-    )
-
-
 def run_with_fallback(
     check: Callable[..., tuple[Any, jax.Array]],
     finish: Callable[[Any], Any],
@@ -43,29 +37,40 @@ def run_with_fallback(
 
     ``check(*args)`` returns ``(carry, hard)`` with ``hard`` bool[B]; ``finish(carry)``
     the fast result of every lane, right wherever ``hard`` is False; ``exact`` is the
-    per-lane function whose result is used on the hard lanes. When more than
-    ``ceil(B / share)`` lanes are hard, ``finish`` is skipped and every lane is exact.
+    per-lane function whose result is used on the hard lanes.
+
+    ``exact`` runs in one place only, on chunks of ``few = ceil(B / share)`` lanes, so
+    it is compiled once: no chunk when no lane is hard; one chunk of the gathered hard
+    lanes when at most ``few`` are; otherwise ``finish`` is skipped and every lane is
+    re-run, ``few`` consecutive lanes a chunk.
     """
     carry, hard = check(*args)
     batch = hard.shape[0]
     few = -(-batch // share)
-    exact_batch = jax.vmap(exact)
-
-    def none() -> Any:
-        return finish(carry)
-
-    def some() -> Any:
-        (lanes,) = jnp.nonzero(hard, size=few, fill_value=batch)
-        picked = jax.tree.map(lambda leaf: leaf[jnp.minimum(lanes, batch - 1)], tuple(args))
-        again = exact_batch(*picked)
-        return jax.tree.map(lambda o, a: o.at[lanes].set(a, mode="drop"), finish(carry), again)
-
-    def every() -> Any:
-        return exact_batch(*args)
-
     count = jnp.sum(hard)
-    branch = (count > 0).astype(jnp.int32) + (count > few).astype(jnp.int32)
-    return jax.lax.switch(branch, (none, some, every))
+    many = count > few
+    fast = jax.lax.cond(many, _zeros_like_result(finish), finish, carry)
+    (hard_lanes,) = jnp.nonzero(hard, size=few, fill_value=batch)
+    exact_chunk = jax.vmap(exact)
+
+    def rerun_chunk(chunk: jax.Array, out: Any) -> Any:
+        lanes = jnp.where(many, chunk * few + jnp.arange(few), hard_lanes)
+        picked = jax.tree.map(lambda leaf: leaf[jnp.minimum(lanes, batch - 1)], tuple(args))
+        again = exact_chunk(*picked)
+        return jax.tree.map(lambda o, a: o.at[lanes].set(a, mode="drop"), out, again)
+
+    chunks = jnp.where(many, -(-batch // few), (count > 0).astype(jnp.int32))
+    return jax.lax.fori_loop(0, chunks, rerun_chunk, fast)
+
+
+def _zeros_like_result(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A stand-in for ``function`` that returns zeros of its result's shapes and dtypes."""
+
+    def zeros(argument: Any) -> Any:
+        shapes = jax.eval_shape(function, argument)
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+    return zeros
 
 
 def with_fallback(

@@ -21,7 +21,6 @@ import pytest
 import gemjax
 from gemjax.gem.wrappers import ObservationWrapper
 from gemjax.tokenizer_bridge.bridge import CHAT_PREFIX, CHAT_TAIL, TokenBridge
-from gemjax.tokenizer_bridge.fallback import lanes_where
 from gemjax.tokenizer_bridge.templates import Board
 from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
 
@@ -241,7 +240,12 @@ def test_render_is_the_same_whichever_path_a_lane_takes(env_id):
     states, stepped = jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, states, actions, params)
     render = jax.jit(jax.vmap(bridge.render))
     for resets in (0, 2, 10):
-        ts = lanes_where(jnp.arange(16) < resets, first, stepped)
+        reset = jnp.arange(16) < resets
+        ts = jax.tree.map(
+            lambda a, b, r=reset: jnp.where(r.reshape((16,) + (1,) * (a.ndim - 1)), a, b),
+            first,
+            stepped,
+        )
         texts = jax.device_get(render(states, ts))
         for lane in range(16):
             kind, args = int(ts.event.kind[lane]), np.asarray(ts.event.args[lane]).tolist()
