@@ -99,6 +99,9 @@ class Environment(abc.ABC, Generic[TState, TParams]):
     randomness; when it does not, an auto-reset can spend the whole key on ``reset``.
     ``reset_info_has_suffix`` tells the GEM text API whether ``reset`` returns
     ``{"suffix": ...}`` as its info (most games) or ``{}`` (GEM's Mastermind).
+    ``sparse_resets`` is the auto-reset's default for this game: compute fresh
+    episodes only for the lanes that ended (pays where a reset costs much more than
+    copying a state: drawing a puzzle or a permutation) rather than for every lane.
 
     Environments compare equal (and hash) by their static configuration, so jitted
     functions taking an env as a static argument are compiled once per configuration.
@@ -109,6 +112,7 @@ class Environment(abc.ABC, Generic[TState, TParams]):
     grammar: Grammar
     step_uses_key: bool = True
     reset_info_has_suffix: bool = True
+    sparse_resets: bool = False
 
     @property
     @abc.abstractmethod

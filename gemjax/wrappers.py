@@ -13,8 +13,10 @@
 Resets are cheap by construction: a game's reset draws a handful of random words
 (GuessTheNumber: two) and fills fixed-size arrays, and when the game's step draws
 no randomness (``env.step_uses_key`` is False) the auto-reset spends the step's
-key on the reset instead of splitting it, so a vmapped rollout pays one hash per
-lane per step for resets, not three.
+key on the reset instead of splitting it. Where a reset is costly (Sudoku draws
+and transforms a puzzle), the auto-reset computes fresh episodes only for the lanes
+that ended (``sparse_resets``); every lane's reset still uses its own key, so the
+result is the same either way.
 """
 
 from __future__ import annotations
@@ -27,11 +29,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from gemjax.core import Environment, Event, TimeStep
-
-
-def tree_where(condition: jax.Array, on_true: Any, on_false: Any) -> Any:
-    """Leafwise ``jnp.where(condition, a, b)`` over two pytrees of one structure."""
-    return jax.tree.map(lambda a, b: jnp.where(condition, a, b), on_true, on_false)
+from gemjax.lanes import tree_where, where_lanes
 
 
 class Wrapper(Environment):
@@ -44,6 +42,7 @@ class Wrapper(Environment):
         self.grammar = env.grammar
         self.step_uses_key = env.step_uses_key
         self.reset_info_has_suffix = env.reset_info_has_suffix
+        self.sparse_resets = env.sparse_resets
 
     def __getattr__(self, name: str) -> Any:
         if name == "env":
@@ -107,6 +106,11 @@ class AutoReset(Wrapper):
     Args:
         env: the env to wrap.
         mode: ``"same_step"`` (GEM's default) or ``"next_step"``.
+        sparse_resets: under ``vmap``, compute fresh episodes only for the lanes that
+            need one, gathered ``ceil(B / 8)`` at a time (:func:`gemjax.lanes.
+            where_lanes`), instead of for every lane with a select. The results are
+            identical; which is faster depends on the game (a costly reset against
+            the cost of moving its state). None: the game's ``sparse_resets``.
 
     Extra ``info`` keys (same on every reset and step):
         ``final_observation``, ``final_event``: the observation and event the
@@ -115,16 +119,33 @@ class AutoReset(Wrapper):
     """
 
     def __init__(
-        self, env: Environment, mode: Literal["same_step", "next_step"] = "same_step"
+        self,
+        env: Environment,
+        mode: Literal["same_step", "next_step"] = "same_step",
+        sparse_resets: bool | None = None,
     ) -> None:
         if mode not in ("same_step", "next_step"):
             raise ValueError(f"mode must be 'same_step' or 'next_step', got {mode!r}")
         super().__init__(env)
         self.mode = mode
+        self.sparse_resets = env.sparse_resets if sparse_resets is None else bool(sparse_resets)
+        self._reset_where = where_lanes(self._fresh) if self.sparse_resets else self._fresh_where
+
+    def _fresh_where(self, reset: jax.Array, kept: Any, key: jax.Array, params: Any) -> Any:
+        """``_fresh(key, params)`` where ``reset`` else ``kept``, both computed."""
+        return tree_where(reset, self._fresh(key, params), kept)
+
+    def _fresh(self, key: jax.Array, params: Any) -> tuple[Any, ...]:
+        """What a reset replaces: the state, and the observation and event (same-step
+        mode) or the whole timestep (next-step mode)."""
+        state, ts = self.env.reset(key, params)
+        if self.mode == "same_step":
+            return state, ts.observation, ts.event
+        return state, ts
 
     @property
     def config(self) -> tuple[Any, ...]:
-        return (self.env, self.mode)
+        return (self.env, self.mode, self.sparse_resets)
 
     def inner_state(self, state: AutoResetState) -> Any:
         return state.inner
@@ -151,21 +172,19 @@ class AutoReset(Wrapper):
         else:
             step_key = reset_key = key
         stepped_state, stepped = self.env.step(step_key, state.inner, action, params)
-        fresh_state, fresh = self.env.reset(reset_key, params)
         if self.mode == "same_step":
             reset = stepped.done
-            ts = stepped.replace(
-                observation=tree_where(reset, fresh.observation, stepped.observation),
-                event=tree_where(reset, fresh.event, stepped.event),
-            )
+            kept = (stepped_state, stepped.observation, stepped.event)
+            inner, observation, event = self._reset_where(reset, kept, reset_key, params)
+            ts = stepped.replace(observation=observation, event=event)
+            final = stepped  # what the ending step produced, before the reset replaced it
             pending = jnp.bool_(False)
         else:
             reset = state.reset_pending
-            ts = tree_where(reset, fresh, stepped)
+            # A reset step ignores its action: nothing was "stepped".
+            inner, ts = self._reset_where(reset, (stepped_state, stepped), reset_key, params)
+            final = ts
             pending = ~reset & stepped.done
-        inner = tree_where(reset, fresh_state, stepped_state)
-        # In next-step mode a reset step ignores its action: nothing was "stepped".
-        final = stepped if self.mode == "same_step" else tree_where(reset, fresh, stepped)
         return AutoResetState(inner, pending), self._with_final(ts, final, reset)
 
 

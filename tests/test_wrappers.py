@@ -228,10 +228,11 @@ def reference_rollout(raw, params, mode, reset_key, keys, actions):
     return records
 
 
+@pytest.mark.parametrize("sparse_resets", [False, True])
 @pytest.mark.parametrize("env_id", [EASY, "game:GuessTheNumber-v0-random"])
-def test_vmapped_jitted_matches_reference(kits, mode, env_id):
+def test_vmapped_jitted_matches_reference(kits, mode, env_id, sparse_resets):
     raw = kits(env_id)
-    wrapped = kits(AutoReset(EpisodeStatistics(raw.env), mode))
+    wrapped = kits(AutoReset(EpisodeStatistics(raw.env), mode, sparse_resets))
     params = raw.params
     batch, steps = 3, 16
     rng = np.random.default_rng(0)

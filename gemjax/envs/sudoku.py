@@ -496,6 +496,9 @@ class Sudoku(Environment[SudokuState, SudokuParams]):
     gem_class_name = "SudokuEnv"
     messages = MESSAGES
     step_uses_key = False
+    # A reset draws a bank puzzle and transforms it (digits, rows, columns): resetting
+    # only the lanes that ended is 1.2-1.3x faster in random-play rollouts.
+    sparse_resets = True
     grammar = BoxedInts(("row", "col", "num"))
 
     def __init__(

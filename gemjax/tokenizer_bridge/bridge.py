@@ -64,7 +64,9 @@ SAMPLES_PER_PROGRAM = 48
 MIN_SAMPLES = 768  # sampled renderings per table at least
 MAX_WORD_SEGMENTS = 200_000  # printed words x contexts tokenized ahead of time
 STEP_ECHO_LENGTH = 24  # echo characters the short render buffer makes room for
-RESET_SHARE = 4  # render re-renders up to a quarter of the lanes alone (resets ...)
+# Lanes whose text does not fit the short buffer (resets, long echoes) are rendered
+# again in full, a 32nd of the batch at a time (a quarter: 1.6-2.6x slower).
+RESET_SHARE = 32
 _ASCII_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -217,11 +219,8 @@ class TokenBridge:
         code points (the longest step message with echoes of up to
         :data:`STEP_ECHO_LENGTH` characters); lanes that do not fit (the reset
         instructions, long echoes) are rendered again in the full buffer
-        (:func:`~gemjax.tokenizer_bridge.fallback.with_fallback`; alone when they are
-        at most a quarter of the batch, :data:`RESET_SHARE`). The ids are the same
-        either way. Measured (GuessTheNumber, batch 4096): 0.27x the cost of a full
-        render when no lane has just been reset, 0.4x with a tenth, 0.5-0.6x with a
-        quarter, 1.0-1.2x with more (only the short code points are wasted)."""
+        (:func:`~gemjax.tokenizer_bridge.fallback.with_fallback`, a 32nd of the
+        batch at a time, :data:`RESET_SHARE`). The ids are the same either way."""
         del state  # the observation text is a function of the event
         kind = jnp.asarray(ts.event.kind, jnp.int32)
         args = jnp.asarray(ts.event.args, jnp.int32)

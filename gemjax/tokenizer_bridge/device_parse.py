@@ -70,6 +70,7 @@ import jax.numpy as jnp
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
+from gemjax.lanes import tree_where
 from gemjax.tokenizer_bridge.device_types import DeviceParsed, EchoText
 from gemjax.tokenizer_bridge.fallback import run_with_fallback, with_fallback
 from gemjax.tokenizer_bridge.grammar import (
@@ -478,11 +479,6 @@ def reader_for(grammar: Grammar) -> Reader:
         if cls in _READERS:
             return _READERS[cls](grammar)
     raise NotImplementedError(f"no device reader for {type(grammar).__name__}")
-
-
-def tree_where(condition: jax.Array, new: Any, old: Any) -> Any:
-    """``new`` where ``condition`` (bool[]) else ``old``, leaf by leaf."""
-    return jax.tree.map(lambda a, b: jnp.where(condition, a, b), new, old)
 
 
 class Numbers(NamedTuple):
@@ -1179,9 +1175,8 @@ class TokenParser:
        from that token gives the action and echoes;
     3. **lanes read byte by byte**: a response holding a token that is not valid
        UTF-8 alone, one longer than ``max_bytes`` slots, or whose last match does not
-       fit the window is read by the full byte scan: only those lanes when they are
-       at most an eighth of the batch, every lane beyond that
-       (:func:`~gemjax.tokenizer_bridge.fallback.with_fallback`).
+       fit the window is read by the full byte scan: only those lanes, an eighth of
+       the batch at a time (:func:`~gemjax.tokenizer_bridge.fallback.with_fallback`).
 
     The result never depends on which way a lane was read.
 

@@ -5,13 +5,13 @@ lane, so a per-lane "fast unless unusual" choice costs the slow path everywhere.
 :func:`with_fallback` moves the choice to the batch: the function it returns is an
 ordinary per-lane function whose batching rule (``jax.custom_batching.custom_vmap``)
 first runs a cheap check that says which lanes the fast path cannot vouch for, then
-either finishes the fast path on every lane (none are hard), finishes it and re-runs
-the exact path on just the hard lanes (gathered into a batch of ``ceil(B / share)``
-lanes), or runs the exact path on every lane, in chunks of that size (more are hard;
-one compiled copy of the exact path serves both). The result
-never depends on which way a lane went; only the cost does. An unbatched call is a
-batch of one. Under nested ``vmap`` the outer levels see an ordinary function (the
-choice is then per inner batch).
+finishes the fast path on every lane and re-runs the exact path on just the hard
+lanes, gathered ``ceil(B / share)`` at a time (:func:`gemjax.lanes.replace_lanes`,
+so one compiled copy of the exact path serves any number of them); when nearly every
+lane is hard the fast path is skipped and every lane is exact. The result never
+depends on which way a lane went; only the cost does. An unbatched call is a batch
+of one. Under nested ``vmap`` the outer levels see an ordinary function (the choice
+is then per inner batch).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-#: At most one lane in this many is re-run alone; more, and the whole batch is.
+from gemjax.lanes import broadcast_unbatched, replace_lanes
+
+#: Hard lanes are re-run ``ceil(B / DEFAULT_SHARE)`` at a time.
 DEFAULT_SHARE = 8
 
 
@@ -37,30 +39,16 @@ def run_with_fallback(
 
     ``check(*args)`` returns ``(carry, hard)`` with ``hard`` bool[B]; ``finish(carry)``
     the fast result of every lane, right wherever ``hard`` is False; ``exact`` is the
-    per-lane function whose result is used on the hard lanes.
-
-    ``exact`` runs in one place only, on chunks of ``few = ceil(B / share)`` lanes, so
-    it is compiled once: no chunk when no lane is hard; one chunk of the gathered hard
-    lanes when at most ``few`` are; otherwise ``finish`` is skipped and every lane is
-    re-run, ``few`` consecutive lanes a chunk.
+    per-lane function whose result is used on the hard lanes. When fewer than a
+    chunk's worth of lanes (``ceil(B / share)``) are easy, ``finish`` is skipped and
+    every lane is exact.
     """
     carry, hard = check(*args)
     batch = hard.shape[0]
-    few = -(-batch // share)
-    count = jnp.sum(hard)
-    many = count > few
-    fast = jax.lax.cond(many, _zeros_like_result(finish), finish, carry)
-    (hard_lanes,) = jnp.nonzero(hard, size=few, fill_value=batch)
-    exact_chunk = jax.vmap(exact)
-
-    def rerun_chunk(chunk: jax.Array, out: Any) -> Any:
-        lanes = jnp.where(many, chunk * few + jnp.arange(few), hard_lanes)
-        picked = jax.tree.map(lambda leaf: leaf[jnp.minimum(lanes, batch - 1)], tuple(args))
-        again = exact_chunk(*picked)
-        return jax.tree.map(lambda o, a: o.at[lanes].set(a, mode="drop"), out, again)
-
-    chunks = jnp.where(many, -(-batch // few), (count > 0).astype(jnp.int32))
-    return jax.lax.fori_loop(0, chunks, rerun_chunk, fast)
+    skip_finish = jnp.sum(hard, dtype=jnp.int32) > batch - -(-batch // share)
+    fast = jax.lax.cond(skip_finish, _zeros_like_result(finish), finish, carry)
+    batched = jax.tree.map(lambda _: True, tuple(args))
+    return replace_lanes(hard | skip_finish, exact, args, fast, batched, share)
 
 
 def _zeros_like_result(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -99,13 +87,7 @@ def with_fallback(
 
     @one.def_vmap
     def rule(axis_size: int, in_batched: Sequence[Any], *args: Any) -> tuple[Any, Any]:
-        args = jax.tree.map(
-            lambda leaf, batched: (
-                leaf if batched else jnp.broadcast_to(leaf, (axis_size, *jnp.shape(leaf)))
-            ),
-            args,
-            tuple(in_batched),
-        )
+        args = broadcast_unbatched(args, tuple(in_batched), axis_size)
         out = run_with_fallback(check, finish, exact, args, share)
         return out, jax.tree.map(lambda _: True, out)
 

@@ -229,9 +229,8 @@ def test_parsed_echoes_render_what_the_host_prints(env_id):
 
 @pytest.mark.parametrize("env_id", ["game:GuessTheNumber-v0-easy", "game:Mastermind-v0-easy"])
 def test_render_is_the_same_whichever_path_a_lane_takes(env_id):
-    """Batches with no, a few (at most a quarter) and many reset lanes, whose
-    instructions do not fit the short buffer, render the host text; so does one lane
-    rendered on its own."""
+    """Batches with no, a few, many and only reset lanes, whose instructions do not
+    fit the short buffer, render the host text; so does one lane rendered on its own."""
     bridge = bridge_for(env_id, "qwen3")
     env, params, tokenizer = bridge.env, bridge.env.default_params, bridge.tokenizer
     keys = jax.random.split(jax.random.key(5), 16)
@@ -239,7 +238,7 @@ def test_render_is_the_same_whichever_path_a_lane_takes(env_id):
     actions = jax.vmap(env.random_action)(keys, states)
     states, stepped = jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, states, actions, params)
     render = jax.jit(jax.vmap(bridge.render))
-    for resets in (0, 2, 10):
+    for resets in (0, 2, 10, 16):
         reset = jnp.arange(16) < resets
         ts = jax.tree.map(
             lambda a, b, r=reset: jnp.where(r.reshape((16,) + (1,) * (a.ndim - 1)), a, b),
