@@ -17,13 +17,25 @@ the result is the same, the communication is XLA's to arrange.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
 
 #: Lanes that need the computation are gathered ``ceil(B / DEFAULT_SHARE)`` at a time.
 DEFAULT_SHARE = 8
+#: :func:`map_chunks`' lanes on a CPU: lanes whose text buffers fit a core's caches.
+DEFAULT_CHUNK_LANES = 128
+
+
+def chunk_lanes_for_backend(lanes: int | Literal["auto"] | None = "auto") -> int | None:
+    """``lanes`` resolved: ``"auto"`` is :data:`DEFAULT_CHUNK_LANES` on a CPU and None
+    (the whole batch at once) on an accelerator, where a batch is parallelism."""
+    if lanes == "auto":
+        return DEFAULT_CHUNK_LANES if jax.default_backend() == "cpu" else None
+    if lanes is not None and (not isinstance(lanes, int) or lanes < 1):
+        raise ValueError(f"chunk lanes must be a positive int, 'auto' or None, got {lanes!r}")
+    return lanes
 
 
 def tree_where(condition: jax.Array, new: Any, old: Any) -> Any:
@@ -38,7 +50,7 @@ def replace_lanes(
     args: Sequence[Any],
     otherwise: Any,
     batched: Sequence[Any],
-    share: int = DEFAULT_SHARE,
+    chunk: int,
 ) -> Any:
     """Batched: ``function(*args)`` on the lanes where ``mask`` is set, ``otherwise``
     on the rest.
@@ -50,15 +62,15 @@ def replace_lanes(
         args: its arguments; leaves with a leading axis B where ``batched`` is True.
         otherwise: leaves [B, ...], kept on lanes where ``mask`` is clear.
         batched: ``args``' structure with a bool per leaf (shared leaves: False).
-        share: the chunk is ``ceil(B / share)`` lanes.
+        chunk: lanes computed together (``function`` is compiled for this many).
 
     Returns:
         ``otherwise``'s structure, leaves [B, ...].
     """
     batch = mask.shape[0]
-    chunk = -(-batch // share)
+    slots = -(-batch // chunk) * chunk
     count = jnp.sum(mask, dtype=jnp.int32)
-    (lanes,) = jnp.nonzero(mask, size=share * chunk, fill_value=batch - 1)
+    (lanes,) = jnp.nonzero(mask, size=slots, fill_value=batch - 1)
     in_axes = jax.tree.map(lambda flag: 0 if flag else None, tuple(batched))
     chunk_function = jax.vmap(function, in_axes=in_axes)
 
@@ -74,9 +86,7 @@ def replace_lanes(
         )
 
     # The computed lanes, packed in order of lane, then read back where each belongs.
-    packed = jax.tree.map(
-        lambda leaf: jnp.zeros((share * chunk, *leaf.shape[1:]), leaf.dtype), otherwise
-    )
+    packed = jax.tree.map(lambda leaf: jnp.zeros((slots, *leaf.shape[1:]), leaf.dtype), otherwise)
     packed = jax.lax.fori_loop(0, -(-count // chunk), compute_chunk, packed)
     slot = jnp.cumsum(mask, dtype=jnp.int32) - 1
     return jax.tree.map(
@@ -106,7 +116,8 @@ def where_lanes(function: Callable[..., Any], share: int = DEFAULT_SHARE) -> Cal
         mask_batched, otherwise_batched, *args_batched = in_batched
         mask = mask if mask_batched else jnp.broadcast_to(mask, (axis_size,))
         otherwise = broadcast_unbatched(otherwise, otherwise_batched, axis_size)
-        out = replace_lanes(mask, function, args, otherwise, args_batched, share)
+        chunk = -(-axis_size // share)
+        out = replace_lanes(mask, function, args, otherwise, args_batched, chunk)
         return out, jax.tree.map(lambda _: True, out)
 
     return one
@@ -120,3 +131,47 @@ def broadcast_unbatched(tree: Any, batched: Any, axis_size: int) -> Any:
         tree,
         batched,
     )
+
+
+def map_chunks(batched_function: Callable[..., Any], args: Sequence[Any], lanes: int | None) -> Any:
+    """``batched_function(*args)`` (every leaf of ``args`` and of the result [B, ...],
+    lanes independent) computed ``lanes`` lanes at a time, in sequence (all at once
+    when ``lanes`` is None).
+
+    Functions with large per-lane intermediates (the bridge's text buffers: thousands
+    of bytes a lane) run faster on a batch that fits the CPU's caches than on one that
+    streams every intermediate through memory. The batch is padded to a whole number
+    of chunks with copies of its first lane, so one chunk shape is compiled.
+    """
+    batch = jax.tree.leaves(args)[0].shape[0]
+    if lanes is None or batch <= lanes:
+        return batched_function(*args)
+    chunks = -(-batch // lanes)
+    padding = chunks * lanes - batch
+
+    def split(leaf: jax.Array) -> jax.Array:
+        padded = jnp.concatenate([leaf, jnp.repeat(leaf[:1], padding, axis=0)])
+        return padded.reshape(chunks, lanes, *leaf.shape[1:])
+
+    out = jax.lax.map(lambda chunk: batched_function(*chunk), jax.tree.map(split, tuple(args)))
+    return jax.tree.map(lambda leaf: leaf.reshape(chunks * lanes, *leaf.shape[2:])[:batch], out)
+
+
+def in_chunks(function: Callable[..., Any], lanes: int | None) -> Callable[..., Any]:
+    """A per-lane function equal to ``function`` whose ``vmap`` is :func:`map_chunks`
+    over ``lanes`` lanes at a time (arguments that are not batched are broadcast);
+    ``function`` itself when ``lanes`` is None."""
+    if lanes is None:
+        return function
+
+    @jax.custom_batching.custom_vmap
+    def one(*args: Any) -> Any:
+        return function(*args)
+
+    @one.def_vmap
+    def rule(axis_size: int, in_batched: Sequence[Any], *args: Any) -> tuple[Any, Any]:
+        args = broadcast_unbatched(args, tuple(in_batched), axis_size)
+        out = map_chunks(jax.vmap(function), args, lanes)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return one

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gemjax.lanes import where_lanes
+from gemjax.lanes import DEFAULT_CHUNK_LANES, chunk_lanes_for_backend, in_chunks, where_lanes
 
 
 def fresh(key: jax.Array, scale: jax.Array) -> dict[str, jax.Array]:
@@ -62,3 +62,25 @@ def test_unbatched_and_nested_calls() -> None:
             jax.device_get(jax.tree.map(lambda x: jnp.broadcast_to(x, (4, *x.shape)), old)),
         )
         np.testing.assert_array_equal(np.asarray(nested["row"][seed]), want["row"])
+
+
+@pytest.mark.parametrize("lanes", [None, 4, 10, 64])
+def test_in_chunks_equals_the_whole_batch(lanes: int | None) -> None:
+    """Chunks of 4 lanes over a batch of 10 (padded to 12), one chunk, no chunking."""
+    chunked = jax.jit(jax.vmap(in_chunks(fresh, lanes), in_axes=(0, None)))
+    keys = jax.random.split(jax.random.key(3), 10)
+    got = jax.device_get(chunked(keys, jnp.int32(5)))
+    want = jax.device_get(jax.vmap(fresh, in_axes=(0, None))(keys, jnp.int32(5)))
+    np.testing.assert_array_equal(got["row"], want["row"])
+    np.testing.assert_array_equal(got["flag"], want["flag"])
+    assert got["row"].shape == (10, 3)
+
+
+def test_chunk_lanes_for_backend() -> None:
+    assert chunk_lanes_for_backend(None) is None
+    assert chunk_lanes_for_backend(32) == 32
+    expected = DEFAULT_CHUNK_LANES if jax.default_backend() == "cpu" else None
+    assert chunk_lanes_for_backend("auto") == expected
+    for bad in (0, -3, 2.5, "all"):
+        with pytest.raises(ValueError, match="chunk lanes"):
+            chunk_lanes_for_backend(bad)  # type: ignore[arg-type]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +40,7 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from gemjax.core import Environment, TimeStep
+from gemjax.lanes import chunk_lanes_for_backend, in_chunks
 from gemjax.tokenizer_bridge.device_render import ProgramTable
 from gemjax.tokenizer_bridge.device_types import DeviceParsed, EchoText, TokenText
 from gemjax.tokenizer_bridge.fallback import with_fallback
@@ -136,6 +137,10 @@ class TokenBridge:
         echo_capacity: code points kept of text the player typed.
         max_tokens: token ids :meth:`parse` reads.
         seed: seed of the host sampling that builds the segment table.
+        chunk_lanes: under ``vmap``, lanes rendered together, chunk after chunk
+            ("auto": 128 on a CPU, where a batch whose text buffers fit the caches
+            renders 1.4-2x faster; the whole batch on an accelerator; None: the whole
+            batch). Parsing works on token ids, small enough to gain nothing from it.
 
     Attributes:
         step_text: code points of the short buffer :meth:`render` tries first.
@@ -156,8 +161,10 @@ class TokenBridge:
         echo_capacity: int = 64,
         max_tokens: int = 256,
         seed: int = 0,
+        chunk_lanes: int | Literal["auto"] | None = "auto",
     ) -> None:
         self.env = env
+        self.chunk_lanes = chunk_lanes_for_backend(chunk_lanes)
         self.tokenizer = tokenizer
         self.prompt_capacity = prompt_capacity
         self.max_tokens = max_tokens
@@ -233,7 +240,7 @@ class TokenBridge:
             return self._tokens(chars, length, cut, tokens)
 
         if 2 * short > text:  # not worth a second path
-            return exact(kind, args, echoes)
+            return in_chunks(exact, self.chunk_lanes)(kind, args, echoes)
         short_tokens = min(short, tokens)
 
         def check(kind: jax.Array, args: jax.Array, echoes: Any) -> tuple[Any, jax.Array]:
@@ -249,16 +256,20 @@ class TokenBridge:
             out = tokenize(*rendered)
             return out._replace(ids=jnp.pad(out.ids, ((0, 0), (0, tokens - short_tokens))))
 
-        return with_fallback(check, finish, exact, share=RESET_SHARE)(kind, args, echoes)
+        render = with_fallback(check, finish, exact, RESET_SHARE, self.chunk_lanes)
+        return render(kind, args, echoes)
 
     def render_suffix(self, state: Any, capacity: int | None = None) -> TokenText:
         """Token ids of the suffix (``info["suffix"]``) of ``state`` (``capacity`` as
         in :meth:`render`)."""
-        args = self.suffix.args_from_values(self.env.suffix_values(state))
-        chars, length, cut = self.suffix.render(
-            jnp.int32(0), args, None, self._text_capacity(capacity, self.suffix)
-        )
-        return self._tokens(chars, length, cut, capacity)
+        text = self._text_capacity(capacity, self.suffix)
+
+        def one(state: Any) -> TokenText:
+            args = self.suffix.args_from_values(self.env.suffix_values(state))
+            chars, length, cut = self.suffix.render(jnp.int32(0), args, None, text)
+            return self._tokens(chars, length, cut, capacity)
+
+        return in_chunks(one, self.chunk_lanes)(state)
 
     def _text_capacity(self, capacity: int | None, table: ProgramTable) -> int:
         """Code points to render a message of ``table`` (no lead or trail) for
@@ -289,6 +300,18 @@ class TokenBridge:
     ) -> Prompt:
         """The prompt after a step whose timestep is ``ts``: the newest observation
         joins the history and ``ts``'s observation becomes the newest."""
+        return in_chunks(self._prompt_step, self.chunk_lanes)(
+            prompt, ts.event.kind, ts.event.args, echoes
+        )
+
+    def _prompt_step(
+        self,
+        prompt: Prompt,
+        kind: jax.Array,
+        args: jax.Array,
+        echoes: Mapping[str, EchoText] | None,
+    ) -> Prompt:
+        """:meth:`prompt_step` of one lane, from the timestep's event."""
         chars, length = _add_line_break(prompt.newest, prompt.newest_length)
         line = self.segments.tokenize(chars, length, self.prompt_capacity, end_follower=OTHER_NEXT)
         ids, total = _concat(
@@ -300,7 +323,7 @@ class TokenBridge:
             | (prompt.history.length + line.length > self.prompt_capacity)
         )
         history = TokenText(ids, total, overflow, prompt.history.canonical & line.canonical)
-        new_chars, new_length = self.event_chars(ts.event.kind, ts.event.args, echoes)
+        new_chars, new_length = self.event_chars(kind, args, echoes)
         return Prompt(history, new_chars, new_length, prompt.turns + 1)
 
     def render_prompt(self, prompt: Prompt, state: Any, chat: bool = False) -> TokenText:
@@ -308,6 +331,12 @@ class TokenBridge:
         on its own line, then the suffix of ``state`` (none after a reset of a game
         whose reset info has no suffix); inside the ``qwen3_game`` template if ``chat``."""
         self._check_chat(chat)
+        return in_chunks(lambda p, s: self._render_prompt(p, s, chat), self.chunk_lanes)(
+            prompt, state
+        )
+
+    def _render_prompt(self, prompt: Prompt, state: Any, chat: bool) -> TokenText:
+        """:meth:`render_prompt` of one lane."""
         newest, newest_length = _add_line_break(prompt.newest, prompt.newest_length)
         suffix, suffix_length = self.suffix_chars(state, tail=int(chat))
         if not self.env.reset_info_has_suffix:
@@ -350,7 +379,9 @@ class TokenBridge:
 
             with jax.ensure_compile_time_eval():  # tables are constants, even if built in jit
                 self._parser = TokenParser(
-                    self.env.grammar, self.tokenizer, echo_capacity=self.messages.echo_capacity
+                    self.env.grammar,
+                    self.tokenizer,
+                    echo_capacity=self.messages.echo_capacity,
                 )
         return self._parser
 

@@ -22,7 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gemjax.lanes import broadcast_unbatched, replace_lanes
+from gemjax.lanes import broadcast_unbatched, map_chunks, replace_lanes
 
 #: Hard lanes are re-run ``ceil(B / DEFAULT_SHARE)`` at a time.
 DEFAULT_SHARE = 8
@@ -34,6 +34,7 @@ def run_with_fallback(
     exact: Callable[..., Any],
     args: Sequence[Any],
     share: int = DEFAULT_SHARE,
+    lanes: int | None = None,
 ) -> Any:
     """The batched rule itself, on batched ``args`` (leaves [B, ...]).
 
@@ -41,14 +42,21 @@ def run_with_fallback(
     the fast result of every lane, right wherever ``hard`` is False; ``exact`` is the
     per-lane function whose result is used on the hard lanes. When fewer than a
     chunk's worth of lanes (``ceil(B / share)``) are easy, ``finish`` is skipped and
-    every lane is exact.
+    every lane is exact. ``check`` and ``finish`` run ``lanes`` lanes at a time
+    (:func:`~gemjax.lanes.map_chunks`; None: all at once), and so does ``exact``
+    where ``ceil(B / share)`` is more.
     """
-    carry, hard = check(*args)
+    carry, hard = map_chunks(check, args, lanes)
     batch = hard.shape[0]
-    skip_finish = jnp.sum(hard, dtype=jnp.int32) > batch - -(-batch // share)
-    fast = jax.lax.cond(skip_finish, _zeros_like_result(finish), finish, carry)
+    chunk = -(-batch // share)
+    skip_finish = jnp.sum(hard, dtype=jnp.int32) > batch - chunk
+
+    def finish_in_chunks(rows: Any) -> Any:
+        return map_chunks(finish, (rows,), lanes)
+
+    fast = jax.lax.cond(skip_finish, _zeros_like_result(finish), finish_in_chunks, carry)
     batched = jax.tree.map(lambda _: True, tuple(args))
-    return replace_lanes(hard | skip_finish, exact, args, fast, batched, share)
+    return replace_lanes(hard | skip_finish, exact, args, fast, batched, min(chunk, lanes or chunk))
 
 
 def _zeros_like_result(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -66,6 +74,7 @@ def with_fallback(
     finish: Callable[[Any], Any],
     exact: Callable[..., Any],
     share: int = DEFAULT_SHARE,
+    lanes: int | None = None,
 ) -> Callable[..., Any]:
     """A per-lane function equal to ``exact`` whose ``vmap`` tries a fast path first.
 
@@ -77,18 +86,19 @@ def with_fallback(
             ``vmap(exact)`` on every lane where ``hard`` is False.
         exact: the per-lane function (any lane, any input).
         share: see :data:`DEFAULT_SHARE`.
+        lanes: see :func:`run_with_fallback`.
     """
 
     @jax.custom_batching.custom_vmap
     def one(*args: Any) -> Any:
         single = jax.tree.map(lambda leaf: leaf[None], args)
-        out = run_with_fallback(check, finish, exact, single, share)
+        out = run_with_fallback(check, finish, exact, single, share, lanes)
         return jax.tree.map(lambda leaf: leaf[0], out)
 
     @one.def_vmap
     def rule(axis_size: int, in_batched: Sequence[Any], *args: Any) -> tuple[Any, Any]:
         args = broadcast_unbatched(args, tuple(in_batched), axis_size)
-        out = run_with_fallback(check, finish, exact, args, share)
+        out = run_with_fallback(check, finish, exact, args, share, lanes)
         return out, jax.tree.map(lambda _: True, out)
 
     return one

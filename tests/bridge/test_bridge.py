@@ -256,6 +256,40 @@ def test_render_is_the_same_whichever_path_a_lane_takes(env_id):
         np.testing.assert_array_equal(np.asarray(one.ids), np.asarray(texts.ids[lane]))
 
 
+def test_rendering_in_chunks_of_lanes_is_the_same():
+    """Under vmap, rendering a batch of 10 lanes (three just reset) 3 lanes at a time,
+    padded to whole chunks, gives the ids of rendering it all at once: observations,
+    suffixes and prompts."""
+    whole = copy.copy(bridge_for("game:GuessTheNumber-v0-easy", "qwen3"))
+    whole.chunk_lanes = None
+    chunked = copy.copy(whole)
+    chunked.chunk_lanes = 3
+    env, params = whole.env, whole.env.default_params
+    keys = jax.random.split(jax.random.key(9), 10)
+    states, first = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    actions = jax.vmap(env.random_action)(keys, states)
+    states, stepped = jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, states, actions, params)
+    reset = jnp.arange(10) < 3
+    ts = jax.tree.map(
+        lambda a, b: jnp.where(reset.reshape((10,) + (1,) * (a.ndim - 1)), a, b), first, stepped
+    )
+
+    def everything(bridge: TokenBridge, state: Any, start: Any, now: Any) -> Any:
+        prompt = bridge.prompt_step(bridge.prompt_start(start), now)
+        return (
+            bridge.render(state, now),
+            bridge.render_suffix(state),
+            bridge.render_prompt(prompt, state),
+        )
+
+    outputs = [
+        jax.device_get(jax.jit(jax.vmap(functools.partial(everything, b)))(states, first, ts))
+        for b in (whole, chunked)
+    ]
+    for a, b in zip(*(jax.tree.leaves(o) for o in outputs), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_prompt_overflow_keeps_the_first_tokens():
     full = bridge_for("game:GuessTheNumber-v0-easy", "qwen3")
     small = copy.copy(full)
