@@ -2,8 +2,9 @@
 
 1. Kernel sweep (``--env``, default GuessTheNumber-hard): ``lax.scan`` of
    ``vmap(AutoReset(env).step)`` inside one jit, uniform random actions drawn for the
-   whole batch in one call per step, per-lane keys, at batch 1 to 16384; compile time
-   apart. Against GEM's single-env Python loop on the same game
+   whole batch in one call per step, per-lane keys (``gemjax.rng.split``: the keys of
+   ``jax.random.split``, hashed without JAX's rolled CPU loop), at batch 1 to 16384;
+   compile time apart. Against GEM's single-env Python loop on the same game
    (``sample_random_action``, ``step``, ``reset`` when done).
 2. Every registered game at batch 4096 against GEM's loop on the same id: five blocks of
    rollouts alternate with five GEM blocks of the same length, and each side reports
@@ -44,6 +45,7 @@ import numpy as np
 import gemjax
 from gemjax.benchmark import CompiledRollout, measure
 from gemjax.envs.words import write_nltk_data
+from gemjax.rng import split
 
 BATCH_SIZES = (1, 64, 1024, 4096, 16384)
 GAME_BATCH = 4096
@@ -154,11 +156,11 @@ def gemjax_sudoku(batch_size: int, num_steps: int) -> tuple[float, float]:
 
         def one_step(carry, step_key):
             state, episodes = carry
-            action_key, lanes_key = jax.random.split(step_key)
+            action_key, lanes_key = split(step_key, 2)
             bits = jax.random.bits(action_key, (batch_size, 3), jnp.uint32)
             moves = (bits % 9).astype(jnp.int32) + 1
             actions = jnp.concatenate([jnp.ones((batch_size, 1), jnp.int32), moves], axis=1)
-            state, ts = step(jax.random.split(lanes_key, batch_size), state, actions, params)
+            state, ts = step(split(lanes_key, batch_size), state, actions, params)
             return (state, episodes + jnp.sum(ts.done, dtype=jnp.int32)), None
 
         (_, episodes), _ = jax.lax.scan(

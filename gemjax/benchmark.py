@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from gemjax.core import Environment
 from gemjax.registry import make
+from gemjax.rng import split
 from gemjax.wrappers import AutoReset
 
 
@@ -55,13 +56,13 @@ def make_rollout(env: Environment, batch_size: int, num_steps: int):
 
     def rollout(key: jax.Array) -> tuple[jax.Array, jax.Array]:
         key, reset_key = jax.random.split(key)
-        state, _ = reset(jax.random.split(reset_key, batch_size), params)
+        state, _ = reset(split(reset_key, batch_size), params)
 
         def one_step(carry, step_key):
             state, episodes, total = carry
-            action_key, lanes_key = jax.random.split(step_key)
+            action_key, lanes_key = split(step_key, 2)
             actions = space.sample(action_key, (batch_size,))
-            state, ts = step(jax.random.split(lanes_key, batch_size), state, actions, params)
+            state, ts = step(split(lanes_key, batch_size), state, actions, params)
             episodes = episodes + jnp.sum(ts.done, dtype=jnp.int32)
             return (state, episodes, total + jnp.sum(ts.reward)), None
 

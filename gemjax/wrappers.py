@@ -30,6 +30,7 @@ from flax import struct
 
 from gemjax.core import Environment, Event, TimeStep
 from gemjax.lanes import tree_where, where_lanes
+from gemjax.rng import split
 
 
 class Wrapper(Environment):
@@ -168,7 +169,7 @@ class AutoReset(Wrapper):
         self, key: jax.Array, state: AutoResetState, action: jax.Array, params: Any
     ) -> tuple[AutoResetState, TimeStep]:
         if self.env.step_uses_key:
-            step_key, reset_key = jax.random.split(key)
+            step_key, reset_key = split(key, 2)
         else:
             step_key = reset_key = key
         stepped_state, stepped = self.env.step(step_key, state.inner, action, params)

@@ -1,4 +1,6 @@
-"""gemjax.rng.random_words: deterministic, distinct, uniform, independent across keys."""
+"""gemjax.rng: the unrolled Threefry (known answers, the same keys and bits as
+``jax.random``), ``materialize``, and ``random_words`` (deterministic, distinct, uniform,
+independent across keys)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gemjax.rng import below, mix32, random_words
+from gemjax.rng import below, bits, materialize, mix32, random_words, split, threefry2x32
 
 CHI2_9_P001 = 27.877164871256575  # scipy.stats.chi2.isf(0.001, 9)
 KEYS, WORDS = 2000, 64
@@ -117,3 +119,82 @@ def test_below_is_uniform():
     for n in (3, 10, 26):
         counts = np.bincount(np.asarray(below(words, n)), minlength=n)
         assert stats.chisquare(counts).pvalue > 1e-4, (n, counts)
+
+
+# Random123's known-answer vectors for Threefry-2x32 with 20 rounds:
+# (key words, counter words) -> output words.
+THREEFRY_KAT = [
+    ((0, 0), (0, 0), (0x6B200159, 0x99BA4EFE)),
+    ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
+    ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0)),
+]
+
+
+@pytest.mark.parametrize(("key", "counter", "expected"), THREEFRY_KAT)
+def test_threefry_known_answers(key, counter, expected) -> None:
+    words = tuple(jnp.uint32(w) for w in key), tuple(jnp.uint32(w) for w in counter)
+    assert tuple(int(w) for w in threefry2x32(*words)) == expected
+
+
+def key_rows(keys: jax.Array) -> np.ndarray:
+    """uint32[..., 2] of typed or raw keys."""
+    typed = jnp.issubdtype(keys.dtype, jax.dtypes.prng_key)
+    return np.asarray(jax.random.key_data(keys) if typed else keys)
+
+
+def uses_jax_random(function, *args) -> bool:
+    """``function`` traces to one of ``jax.random``'s primitives."""
+    jaxpr = str(jax.make_jaxpr(function)(*args))
+    return any(name in jaxpr for name in ("random_bits", "random_split", "threefry2x32"))
+
+
+@pytest.mark.parametrize("make_key", [jax.random.key, jax.random.PRNGKey], ids=["typed", "raw"])
+def test_bits_and_split_equal_jax_random_without_its_loop(make_key) -> None:
+    key = make_key(123)
+    for count in (0, 1, 2, 3, 9):
+        expected = jax.random.bits(key, (count,), jnp.uint32)
+        np.testing.assert_array_equal(np.asarray(bits(key, count)), np.asarray(expected))
+        np.testing.assert_array_equal(
+            np.asarray(jax.jit(bits, static_argnums=1)(key, count)), np.asarray(expected)
+        )
+    for num in (1, 2, 5):
+        ours, theirs = split(key, num), jax.random.split(key, num)
+        assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+        np.testing.assert_array_equal(key_rows(ours), key_rows(theirs))
+    lanes = jax.random.split(key, 6)
+    np.testing.assert_array_equal(
+        np.asarray(jax.vmap(lambda k: bits(k, 3))(lanes)),
+        np.asarray(jax.vmap(lambda k: jax.random.bits(k, (3,), jnp.uint32))(lanes)),
+    )
+    np.testing.assert_array_equal(
+        key_rows(jax.vmap(lambda k: split(k, 2))(lanes)),
+        key_rows(jax.vmap(lambda k: jax.random.split(k, 2))(lanes)),
+    )
+    assert not uses_jax_random(lambda k: (bits(k, 2), split(k, 4)), key)
+
+
+def test_bits_and_split_defer_to_jax_random_for_other_generators() -> None:
+    rbg = jax.random.key(5, impl="rbg")
+    np.testing.assert_array_equal(
+        np.asarray(bits(rbg, 4)), np.asarray(jax.random.bits(rbg, (4,), jnp.uint32))
+    )
+    np.testing.assert_array_equal(key_rows(split(rbg, 3)), key_rows(jax.random.split(rbg, 3)))
+    key = jax.random.key(5)
+    with jax.threefry_partitionable(False):
+        np.testing.assert_array_equal(
+            np.asarray(bits(key, 4)), np.asarray(jax.random.bits(key, (4,), jnp.uint32))
+        )
+        np.testing.assert_array_equal(key_rows(split(key, 3)), key_rows(jax.random.split(key, 3)))
+        assert uses_jax_random(lambda k: bits(k, 2), key)
+        assert uses_jax_random(lambda k: split(k, 2), key)
+
+
+def test_materialize_returns_the_computed_tree_under_jit_and_vmap() -> None:
+    def compute(x: jax.Array) -> dict[str, jax.Array]:
+        return materialize(lambda: {"twice": 2 * x, "parts": (x + 1, x.astype(jnp.float32))})
+
+    x = jnp.arange(5, dtype=jnp.int32)
+    for value in (compute(x), jax.jit(compute)(x), jax.vmap(compute)(x)):
+        np.testing.assert_array_equal(np.asarray(value["twice"]), 2 * np.arange(5))
+        np.testing.assert_array_equal(np.asarray(value["parts"][0]), np.arange(1, 6))
+        assert value["parts"][1].dtype == jnp.float32

@@ -36,7 +36,7 @@ from flax import struct
 
 from gemjax import bitset
 from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
-from gemjax.rng import below, random_words
+from gemjax.rng import below, bits, random_words
 from gemjax.spaces import Discrete
 from gemjax.tokenizer_bridge.grammar import BoxedInt
 from gemjax.tokenizer_bridge.templates import Choice, Int, MessageTable, Template
@@ -215,7 +215,7 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
             lo, hi = lo.astype(jnp.int32), (lo + span).astype(jnp.int32)
             turns = ceil_sqrt(hi - lo) + 1
         else:
-            words = jax.random.bits(key, (2,), jnp.uint32)
+            words = bits(key, 2)
             lo, hi, turns = params.min_number, params.max_number, params.max_turns
         size = (hi - lo + 1).astype(jnp.uint32)
         state = GuessTheNumberState(
@@ -289,7 +289,7 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
     def random_action(self, key: jax.Array, state: GuessTheNumberState) -> jax.Array:
         """A guess uniform in ``[min_number, max_number]`` (GEM's sampler)."""
         size = (state.max_number - state.min_number + 1).astype(jnp.uint32)
-        return state.min_number + below(jax.random.bits(key, (), jnp.uint32), size)
+        return state.min_number + below(bits(key, 1)[0], size)
 
     def valid_action_mask(self, state: GuessTheNumberState) -> jax.Array:
         """bool[capacity]: the guesses that are neither a format error (0), out of

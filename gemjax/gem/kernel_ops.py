@@ -19,6 +19,7 @@ import numpy as np
 
 from gemjax.core import Environment, TimeStep
 from gemjax.gem.packing import Layout, pack, unpack
+from gemjax.rng import split as rng_split
 
 
 class HostView(NamedTuple):
@@ -323,7 +324,7 @@ def reset_batch(
     """
     params = unpack(params_buffer, layouts(env).params)
     keys = jnp.where(seeded[:, None], jax.vmap(jax.random.PRNGKey)(seeds), keys)
-    split = jax.vmap(jax.random.split)(keys)
+    split = jax.vmap(functools.partial(rng_split, num=2))(keys)
     states, views = jax.vmap(functools.partial(_reset, env), in_axes=(0, None))(split[:, 1], params)
     return split[:, 0], states, views
 

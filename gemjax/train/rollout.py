@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from gemjax.core import Environment
+from gemjax.rng import split
 from gemjax.train.policy import MASKED_LOGIT, FactoredCategorical, flatten_observation
 
 Constrain = Callable[[Any], Any]
@@ -124,7 +125,7 @@ class Rollout:
 
     def _step(self, key: jax.Array, state: Any, actions: jax.Array) -> tuple[Any, Any]:
         if self.env.step_uses_key:
-            keys = jax.random.split(key, actions.shape[0])
+            keys = split(key, actions.shape[0])
             step = jax.vmap(self.env.step, in_axes=(0, 0, 0, None))
         else:
             keys = key
@@ -153,7 +154,7 @@ class Rollout:
 
         def turn(carry, turn_key):
             state, observation, running = carry
-            action_key, step_key = jax.random.split(turn_key)
+            action_key, step_key = split(turn_key, 2)
             features, action_mask, logits, values = self.policy(params, state, observation)
             actions = self.head.sample(action_key, logits)
             log_probs = self.head.log_prob(logits, actions)

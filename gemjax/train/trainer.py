@@ -14,6 +14,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from gemjax.core import Environment
 from gemjax.registry import make
+from gemjax.rng import split
 from gemjax.train.config import TrainConfig
 from gemjax.train.estimators import (
     discounted_returns,
@@ -191,8 +192,8 @@ class Trainer:
         times (consecutive episodes share an initial state)."""
         config = self.config
         if config.algo != "grpo":
-            return jax.random.split(key, config.num_episodes)
-        groups = jax.random.split(key, config.num_episodes // config.group_size)
+            return split(key, config.num_episodes)
+        groups = split(key, config.num_episodes // config.group_size)
         return jnp.repeat(groups, config.group_size, axis=0)
 
     def loss(self, params: Any, batch: Batch) -> tuple[jax.Array, tuple[jax.Array, ...]]:
@@ -299,7 +300,7 @@ class Trainer:
     def evaluate(self, state: TrainState) -> EpisodeMetrics:
         """Greedy play of the current policy on ``eval_episodes`` fixed episodes."""
         reset_key, step_key = jax.random.split(state.eval_key)
-        reset_keys = jax.random.split(reset_key, self.config.eval_episodes)
+        reset_keys = split(reset_key, self.config.eval_episodes)
         return self.rollout.evaluate(state.params, reset_keys, step_key)
 
     def chunk(self, state: TrainState) -> tuple[TrainState, ChunkMetrics]:
