@@ -105,19 +105,34 @@ def where_lanes(function: Callable[..., Any], share: int = DEFAULT_SHARE) -> Cal
     structure, shapes and dtypes.
     """
 
-    @jax.custom_batching.custom_vmap
-    def one(mask: jax.Array, otherwise: Any, *args: Any) -> Any:
+    def choose(mask: jax.Array, otherwise: Any, *args: Any) -> Any:
         return jax.lax.cond(mask, lambda: function(*args), lambda: otherwise)
 
-    @one.def_vmap
     def rule(
         axis_size: int, in_batched: Sequence[Any], mask: jax.Array, otherwise: Any, *args: Any
-    ) -> tuple[Any, Any]:
+    ) -> Any:
         mask_batched, otherwise_batched, *args_batched = in_batched
         mask = mask if mask_batched else jnp.broadcast_to(mask, (axis_size,))
         otherwise = broadcast_unbatched(otherwise, otherwise_batched, axis_size)
         chunk = -(-axis_size // share)
-        out = replace_lanes(mask, function, args, otherwise, args_batched, chunk)
+        return replace_lanes(mask, function, args, otherwise, args_batched, chunk)
+
+    return per_lane(choose, rule)
+
+
+def per_lane(function: Callable[..., Any], batched_rule: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` (per lane) whose ``vmap`` is ``batched_rule(axis_size, in_batched,
+    *args)``: ``in_batched`` has a bool per leaf of ``args`` (False: the leaf has no
+    batch axis), and every leaf of the rule's result carries the batch axis first
+    (``jax.custom_batching.custom_vmap``)."""
+
+    @jax.custom_batching.custom_vmap
+    def one(*args: Any) -> Any:
+        return function(*args)
+
+    @one.def_vmap
+    def rule(axis_size: int, in_batched: Sequence[Any], *args: Any) -> tuple[Any, Any]:
+        out = batched_rule(axis_size, tuple(in_batched), *args)
         return out, jax.tree.map(lambda _: True, out)
 
     return one
@@ -164,14 +179,8 @@ def in_chunks(function: Callable[..., Any], lanes: int | None) -> Callable[..., 
     if lanes is None:
         return function
 
-    @jax.custom_batching.custom_vmap
-    def one(*args: Any) -> Any:
-        return function(*args)
+    def rule(axis_size: int, in_batched: Sequence[Any], *args: Any) -> Any:
+        args = broadcast_unbatched(args, in_batched, axis_size)
+        return map_chunks(jax.vmap(function), args, lanes)
 
-    @one.def_vmap
-    def rule(axis_size: int, in_batched: Sequence[Any], *args: Any) -> tuple[Any, Any]:
-        args = broadcast_unbatched(args, tuple(in_batched), axis_size)
-        out = map_chunks(jax.vmap(function), args, lanes)
-        return out, jax.tree.map(lambda _: True, out)
-
-    return one
+    return per_lane(function, rule)

@@ -9,9 +9,9 @@ finishes the fast path on every lane and re-runs the exact path on just the hard
 lanes, gathered ``ceil(B / share)`` at a time (:func:`gemjax.lanes.replace_lanes`,
 so one compiled copy of the exact path serves any number of them); when nearly every
 lane is hard the fast path is skipped and every lane is exact. The result never
-depends on which way a lane went; only the cost does. An unbatched call is a batch
-of one. Under nested ``vmap`` the outer levels see an ordinary function (the choice
-is then per inner batch).
+depends on which way a lane went; only the cost does. An unbatched call is
+``exact`` itself. Under nested ``vmap`` the outer levels see an ordinary function
+(the choice is then per inner batch).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gemjax.lanes import broadcast_unbatched, map_chunks, replace_lanes
+from gemjax.lanes import broadcast_unbatched, map_chunks, per_lane, replace_lanes
 
 #: Hard lanes are re-run ``ceil(B / DEFAULT_SHARE)`` at a time.
 DEFAULT_SHARE = 8
@@ -89,16 +89,8 @@ def with_fallback(
         lanes: see :func:`run_with_fallback`.
     """
 
-    @jax.custom_batching.custom_vmap
-    def one(*args: Any) -> Any:
-        single = jax.tree.map(lambda leaf: leaf[None], args)
-        out = run_with_fallback(check, finish, exact, single, share, lanes)
-        return jax.tree.map(lambda leaf: leaf[0], out)
+    def rule(axis_size: int, in_batched: Sequence[Any], *args: Any) -> Any:
+        args = broadcast_unbatched(args, in_batched, axis_size)
+        return run_with_fallback(check, finish, exact, args, share, lanes)
 
-    @one.def_vmap
-    def rule(axis_size: int, in_batched: Sequence[Any], *args: Any) -> tuple[Any, Any]:
-        args = broadcast_unbatched(args, tuple(in_batched), axis_size)
-        out = run_with_fallback(check, finish, exact, args, share, lanes)
-        return out, jax.tree.map(lambda _: True, out)
-
-    return one
+    return per_lane(exact, rule)
