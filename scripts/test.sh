@@ -7,7 +7,9 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q -e ".[dev]"
 .venv/bin/ruff check .
 set +e
-.venv/bin/python -m pytest -q --durations=40 "$@"
+# Two worker processes (pytest-xdist): most of the suite's time is XLA compiling,
+# one core per executable. GEMJAX_TEST_WORKERS=0 runs in this process.
+.venv/bin/python -m pytest -q -n "${GEMJAX_TEST_WORKERS:-2}" --durations=40 "$@"
 status=$?
 set -e
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import tempfile
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -102,6 +104,25 @@ def build_bytes() -> PreTrainedTokenizerFast:
 _BUILDERS = {"qwen3": build_qwen3, "bytes": build_bytes}
 
 
+def _save_atomically(tokenizer: PreTrainedTokenizerBase, folder: Path) -> None:
+    """Save ``tokenizer`` to ``folder`` so that other processes see all of it or
+    nothing: written to a temporary folder beside it, then renamed. When another
+    process got there first, its copy is kept; an incomplete folder is replaced."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        tokenizer.save_pretrained(str(staging))
+        try:
+            os.replace(staging, folder)
+        except OSError:  # the folder exists and is not empty
+            if (folder / "tokenizer.json").is_file():
+                return  # another process saved it first: keep its copy
+            shutil.rmtree(folder)  # a partial copy left by an older version
+            os.replace(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def load_tokenizer(name_or_path: str, cache: bool = True) -> PreTrainedTokenizerBase:
     """A transformers tokenizer, without network access.
 
@@ -120,8 +141,7 @@ def load_tokenizer(name_or_path: str, cache: bool = True) -> PreTrainedTokenizer
             return PreTrainedTokenizerFast.from_pretrained(str(folder), local_files_only=True)
         tokenizer = _BUILDERS[name_or_path]()
         if cache:
-            folder.mkdir(parents=True, exist_ok=True)
-            tokenizer.save_pretrained(str(folder))
+            _save_atomically(tokenizer, folder)
         return tokenizer
     if Path(name_or_path).is_dir():
         return AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)

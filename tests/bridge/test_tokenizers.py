@@ -14,6 +14,7 @@ from gemjax.tokenizer_bridge.tokenizers import (
     CHAT_SPECIALS,
     QWEN_PATTERN,
     QWEN_SPECIAL_START,
+    _save_atomically,
     load_tokenizer,
     qwen_tiktoken_file,
     token_byte_matrix,
@@ -87,6 +88,23 @@ def test_qwen3_is_loaded_from_the_cache(tmp_path, monkeypatch):
     loaded = load_tokenizer("qwen3")
     text = "At turn 3, you guessed 25. Too high!\n\\boxed{12}"
     assert loaded.encode(text) == built.encode(text)
+
+
+def test_cache_saves_are_all_or_nothing(tmp_path, monkeypatch):
+    """A save never leaves a half-written folder, keeps a complete copy that another
+    process saved first, and replaces a partial one (left by older versions)."""
+    monkeypatch.setenv("GEMJAX_CACHE_DIR", str(tmp_path))
+    load_tokenizer("bytes")
+    (folder,) = [p.parent for p in tmp_path.rglob("tokenizer.json")]
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # no staging left
+    marker = folder / "saved-first"
+    marker.write_text("")
+    _save_atomically(load_tokenizer("bytes", cache=False), folder)
+    assert marker.exists()  # the complete copy was kept
+    (folder / "tokenizer.json").unlink()
+    _save_atomically(load_tokenizer("bytes", cache=False), folder)
+    assert (folder / "tokenizer.json").is_file() and not marker.exists()
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]
 
 
 def test_bytes_tokenizer_is_one_token_per_byte():
