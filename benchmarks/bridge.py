@@ -5,7 +5,9 @@ For each game (one id per game by default) at batch ``B`` (default 4096):
 * **device**: one jitted, vmapped call that renders every lane's observation and
   suffix to ``qwen3`` token ids (buffers of :data:`CAPACITY` tokens) (:meth:`TokenBridge.render`,
   :meth:`TokenBridge.render_suffix`) and parses a generated response per lane from
-  token ids (:meth:`TokenBridge.parse`);
+  token ids (:meth:`TokenBridge.parse`); the JSON also records the share of
+  observations rendered from token programs (``token_program_share``; the rest go
+  through code points);
 * **host**: what a host loop does for the same work: render the strings (gemjax's
   host renderer, as ``gemjax.gem`` does), ``tokenizer(batch)`` (Hugging Face fast,
   batched), ``tokenizer.batch_decode`` of the responses and the regex grammar.
@@ -112,6 +114,13 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
     render_only = jax.jit(render)
     observations, suffixes = render_only(state, ts)
     overflow = float(jax.numpy.mean(observations.overflow | suffixes.overflow))
+    token_share = float(
+        jnp.mean(
+            jax.jit(jax.vmap(lambda k, a: bridge.token_messages.render(k, a, CAPACITY)[3]))(
+                ts.event.kind, ts.event.args
+            )
+        )
+    )
     device_render = best_of(repeats, lambda: jax.block_until_ready(render_only(state, ts)))
     parse_only = jax.jit(jax.vmap(bridge.parse))
     jax.block_until_ready(parse_only(ids_d, lengths_d))
@@ -157,6 +166,7 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
         "non_canonical_at_construction": bridge.non_canonical,
         "token_capacity": CAPACITY,
         "overflow_fraction": overflow,
+        "token_program_share": token_share,
     }
 
 

@@ -30,6 +30,7 @@ stays overflowed until the next :meth:`prompt_start`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
@@ -40,7 +41,7 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from gemjax.core import Environment, TimeStep
-from gemjax.lanes import chunk_lanes_for_backend, in_chunks
+from gemjax.lanes import chunk_lanes_for_backend, in_chunks, tree_where
 from gemjax.tokenizer_bridge.device_render import ProgramTable
 from gemjax.tokenizer_bridge.device_types import DeviceParsed, EchoText, TokenText
 from gemjax.tokenizer_bridge.fallback import with_fallback
@@ -52,6 +53,7 @@ from gemjax.tokenizer_bridge.segments import (
     utf8_length,
 )
 from gemjax.tokenizer_bridge.templates import Board, MessageTable
+from gemjax.tokenizer_bridge.token_program import TokenPrograms
 
 CHAT_PREFIX = (
     "<|im_start|>user\nYou are playing language games. Make valid actions to win.\nObservation: "
@@ -143,7 +145,10 @@ class TokenBridge:
             batch). Parsing works on token ids, small enough to gain nothing from it.
 
     Attributes:
-        step_text: code points of the short buffer :meth:`render` tries first.
+        token_messages, token_suffix: the messages' and the suffix's token programs.
+        step_tokens: ids of the short buffer :meth:`render` tries first (the most
+            tokens a compiled step message prints).
+        step_text: code points of the short buffer :meth:`render_codepoints` tries first.
         non_canonical: per message name (and ``"suffix"``), the fraction of sampled
             renderings (random slot values, no player text) that were not canonical
             at construction; messages not listed were always canonical.
@@ -182,6 +187,13 @@ class TokenBridge:
         self.capacity = capacity or 2 * self.text_capacity
         self._tail = jnp.asarray([ord(c) for c in _with_markers(CHAT_TAIL)], jnp.int32)
         self.segments = SegmentTokenizer(tokenizer, specials)
+        words = env.printed_words(env.default_params)
+        self.token_messages = TokenPrograms(self.messages, self.segments, words)
+        self.token_suffix = TokenPrograms(self.suffix, self.segments)
+        self.step_programs = self.token_messages.kind_programs(
+            range(1, len(self.messages.kind_base))
+        )
+        self.step_tokens = self.token_messages.longest(self.step_programs)
         self.non_canonical = self._build_table(np.random.default_rng(seed))
         self.vocab = self._vocabulary()
         self._parser: Any = None
@@ -222,23 +234,106 @@ class TokenBridge:
         output (default :attr:`capacity`); a smaller one renders faster, and text that
         does not fit sets ``overflow``.
 
-        Under ``vmap``, every lane is first rendered in a buffer of :attr:`step_text`
-        code points (the longest step message with echoes of up to
-        :data:`STEP_ECHO_LENGTH` characters); lanes that do not fit (the reset
-        instructions, long echoes) are rendered again in the full buffer
-        (:func:`~gemjax.tokenizer_bridge.fallback.with_fallback`, a 32nd of the
-        batch at a time, :data:`RESET_SHARE`). The ids are the same either way."""
+        A lane is rendered from its token program
+        (:class:`~gemjax.tokenizer_bridge.token_program.TokenPrograms`: canonical ids,
+        a few gathers a unit) unless the program could not be tabulated, the lane
+        prints a variant the tabulation excluded, or it repeats text the player typed;
+        those lanes are rendered from code points (:meth:`render_codepoints`, or its
+        full buffer alone when every step message has a token program: a smaller
+        compile). Under ``vmap`` every lane first goes through the token programs in
+        a buffer of :attr:`step_tokens` ids (the longest step message); the rest
+        (resets, lanes for the code-point path) are rendered again on their own, a
+        32nd of the batch at a time (:data:`RESET_SHARE`). The ids are the same
+        either way."""
         del state  # the observation text is a function of the event
         kind = jnp.asarray(ts.event.kind, jnp.int32)
         args = jnp.asarray(ts.event.args, jnp.int32)
+        tokens = capacity or self.capacity
+        if all(self.token_messages.compiled[self.step_programs]):
+            codepoints = functools.partial(self._codepoint_tokens, capacity=capacity)
+        else:
+            codepoints = functools.partial(self.render_codepoints, capacity=capacity)
+        render = self._token_render(
+            self.token_messages,
+            codepoints,
+            min(self.step_tokens, tokens),
+            tokens,
+            self.step_programs,
+        )
+        return render(kind, args, echoes)
+
+    def render_suffix(self, state: Any, capacity: int | None = None) -> TokenText:
+        """Token ids of the suffix (``info["suffix"]``) of ``state`` (``capacity`` as
+        in :meth:`render`; rendered from the suffix's token program where it has
+        one, else from code points)."""
+        tokens = capacity or self.capacity
+        text = self._text_capacity(capacity, self.suffix)
+
+        def codepoints(kind: jax.Array, args: jax.Array, echoes: Any) -> TokenText:
+            chars, length, cut = self.suffix.render(kind, args, echoes, text)
+            return self._tokens(chars, length, cut, tokens)
+
+        programs = self.token_suffix
+        longest = programs.longest(range(self.suffix.num_programs))
+        render = self._token_render(programs, codepoints, min(longest, tokens), tokens)
+        args = self.suffix.args_from_values(self.env.suffix_values(state))
+        return render(jnp.zeros(args.shape[:-1], jnp.int32), args, None)
+
+    def _token_render(
+        self,
+        programs: TokenPrograms,
+        codepoints: Any,
+        short: int,
+        capacity: int,
+        first: Any = None,
+    ) -> Any:
+        """The per-lane function ``(kind, args, echoes) -> TokenText`` of ``capacity``
+        ids: the token program where it applies, else ``codepoints`` (same signature).
+        Its ``vmap`` renders every lane's token program in ``short`` ids first (only
+        the programs ``first`` lists, when given: their tables are smaller) and
+        re-renders the rest lane by lane (:func:`with_fallback`)."""
+
+        def exact(kind: jax.Array, args: jax.Array, echoes: Any) -> TokenText:
+            ids, length, total, valid = programs.render(kind, args, capacity, echoes=echoes)
+            fast = TokenText(ids, length, total > capacity, jnp.bool_(True))
+            # Both computed (a cond would be a select under vmap anyway, and the
+            # code-point path's own batching rule does not nest inside a cond).
+            return tree_where(valid, fast, codepoints(kind, args, echoes))
+
+        def check(kind: jax.Array, args: jax.Array, echoes: Any) -> tuple[Any, jax.Array]:
+            ids, length, total, valid = jax.vmap(
+                lambda k, a, e: programs.render(k, a, short, first, e)
+            )(kind, args, echoes)
+            hard = ~valid
+            if short < capacity:
+                hard = hard | (total > short)
+            return (ids, length, total), hard
+
+        def finish(rendered: tuple[jax.Array, jax.Array, jax.Array]) -> TokenText:
+            ids, length, total = rendered
+            ids = jnp.pad(ids, ((0, 0), (0, capacity - short)))
+            return TokenText(ids, length, total > capacity, jnp.ones(length.shape, jnp.bool_))
+
+        # The token path's buffers are small: chunking only the lanes re-rendered.
+        return with_fallback(check, finish, exact, RESET_SHARE)
+
+    def render_codepoints(
+        self,
+        kind: jax.Array,
+        args: jax.Array,
+        echoes: Mapping[str, EchoText] | None = None,
+        capacity: int | None = None,
+    ) -> TokenText:
+        """Token ids of an event's message, rendered as code points and tokenized by
+        segments (every message, echoes included; canonical where the segment table
+        holds every segment). Under ``vmap``, every lane is first rendered in a buffer
+        of :attr:`step_text` code points (the longest step message with echoes of up
+        to :data:`STEP_ECHO_LENGTH` characters); lanes that do not fit are rendered
+        again in the full buffer, a 32nd of the batch at a time."""
         text = self._text_capacity(capacity, self.messages)
         tokens = capacity or self.capacity
         short = min(self.step_text, text)
-
-        def exact(kind: jax.Array, args: jax.Array, echoes: Any) -> TokenText:
-            chars, length, cut = self.messages.render(kind, args, echoes, text)
-            return self._tokens(chars, length, cut, tokens)
-
+        exact = functools.partial(self._codepoint_tokens, capacity=capacity)
         if 2 * short > text:  # not worth a second path
             return in_chunks(exact, self.chunk_lanes)(kind, args, echoes)
         short_tokens = min(short, tokens)
@@ -259,17 +354,18 @@ class TokenBridge:
         render = with_fallback(check, finish, exact, RESET_SHARE, self.chunk_lanes)
         return render(kind, args, echoes)
 
-    def render_suffix(self, state: Any, capacity: int | None = None) -> TokenText:
-        """Token ids of the suffix (``info["suffix"]``) of ``state`` (``capacity`` as
-        in :meth:`render`)."""
-        text = self._text_capacity(capacity, self.suffix)
-
-        def one(state: Any) -> TokenText:
-            args = self.suffix.args_from_values(self.env.suffix_values(state))
-            chars, length, cut = self.suffix.render(jnp.int32(0), args, None, text)
-            return self._tokens(chars, length, cut, capacity)
-
-        return in_chunks(one, self.chunk_lanes)(state)
+    def _codepoint_tokens(
+        self,
+        kind: jax.Array,
+        args: jax.Array,
+        echoes: Mapping[str, EchoText] | None,
+        capacity: int | None,
+    ) -> TokenText:
+        """One lane of :meth:`render_codepoints` in the full buffer."""
+        chars, length, cut = self.messages.render(
+            kind, args, echoes, self._text_capacity(capacity, self.messages)
+        )
+        return self._tokens(chars, length, cut, capacity)
 
     def _text_capacity(self, capacity: int | None, table: ProgramTable) -> int:
         """Code points to render a message of ``table`` (no lead or trail) for

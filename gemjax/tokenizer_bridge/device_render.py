@@ -230,7 +230,7 @@ class ProgramTable:
         self.num_parts = 2 + max(len(p) for p in programs)
         self._arrays = self._pack(programs)
         self.int_width = max(INT32_DIGITS + 1, *(width for _, width in self.specs))
-        self._programs = programs
+        self.programs: list[list[Part]] = programs  # per program its parts (no lead/trail)
         self.kind_lengths = self.longest_per_kind(echo_capacity)
         self.max_length = self._ends_length() + max(self.kind_lengths)
 
@@ -331,7 +331,7 @@ class ProgramTable:
                 return 1
             return max(lengths[part.base : part.base + part.size])
 
-        programs = self._programs
+        programs = self.programs
         per_program = [sum(longest(part) for part in parts) for parts in programs]
         bounds = [*self.kind_base[1:], len(programs)]
         return [max(per_program[a:b]) for a, b in zip(self.kind_base, bounds, strict=True)]
