@@ -85,15 +85,24 @@ def replace_lanes(
             chunk_function(*picked),
         )
 
-    # The computed lanes, packed in order of lane, then read back where each belongs.
-    packed = jax.tree.map(lambda leaf: jnp.zeros((slots, *leaf.shape[1:]), leaf.dtype), otherwise)
-    packed = jax.lax.fori_loop(0, -(-count // chunk), compute_chunk, packed)
-    slot = jnp.cumsum(mask, dtype=jnp.int32) - 1
-    return jax.tree.map(
-        lambda new, old: jnp.where(mask.reshape((batch,) + (1,) * (old.ndim - 1)), new[slot], old),
-        packed,
-        otherwise,
-    )
+    def replace(otherwise: Any) -> Any:
+        # The computed lanes, packed in order of lane, then read back where each belongs.
+        packed = jax.tree.map(
+            lambda leaf: jnp.zeros((slots, *leaf.shape[1:]), leaf.dtype), otherwise
+        )
+        packed = jax.lax.fori_loop(0, -(-count // chunk), compute_chunk, packed)
+        slot = jnp.cumsum(mask, dtype=jnp.int32) - 1
+        return jax.tree.map(
+            lambda new, old: jnp.where(
+                mask.reshape((batch,) + (1,) * (old.ndim - 1)), new[slot], old
+            ),
+            packed,
+            otherwise,
+        )
+
+    # No lane to compute (the common case of a fast path): not even a pass over the
+    # result buffers.
+    return jax.lax.cond(count > 0, replace, lambda otherwise: otherwise, otherwise)
 
 
 def where_lanes(function: Callable[..., Any], share: int = DEFAULT_SHARE) -> Callable[..., Any]:

@@ -17,6 +17,12 @@ Guarantees (tested for every registered game with ``qwen3`` and ``bytes``):
 ``qwen3``; always with ``bytes``). Text the player typed that the tables do not hold
 (a word, a letter guess) is written one token per UTF-8 byte.
 
+**Observations and suffixes** come from the game's token programs
+(:mod:`~gemjax.tokenizer_bridge.token_program`: canonical ids from host-tokenized
+units, a few gathers a unit); the lanes those cannot vouch for are rendered from code
+points and tokenized by segments (:mod:`~gemjax.tokenizer_bridge.segments`), as
+prompts are.
+
 **Prompts.** :meth:`prompt_start` / :meth:`prompt_step` keep a :class:`Prompt`: the
 tokens of the observations so far but the newest, each followed by a line break as
 GEM's ``maybe_add_new_line`` adds it, and the newest observation's code points;
