@@ -89,7 +89,10 @@ BLOCK = 256
 REPLACEMENT = 0xFFFD
 DEFAULT_MAX_BYTES = 512
 DEFAULT_ECHO_CAPACITY = 64
-DEFAULT_WINDOW_BYTES = 32
+# Bytes re-read around the last match: every game's well-formed actions take at most
+# 18 (``\boxed{reveal 10 10}``); a longer match is read in full (fallback). 24 bytes
+# read 1.15-1.2x faster than 32 (GuessTheNumber 2.32 -> 2.0 us a lane at batch 4096).
+DEFAULT_WINDOW_BYTES = 24
 
 # Feature columns of a symbol (see :func:`_symbol_features`).
 F_DIGIT, F_SPACE, F_ASCII_SPACE, F_MAPPED, F_CODE = range(5)
