@@ -6,12 +6,16 @@ total, jittable, vmappable function that returns what ``grammar.parse`` returns 
 ``tokenizer.decode(ids[:length])``: the same kernel action, ``ok`` and echo texts.
 
 A batch is read in two passes (:class:`TokenParser`). A **token pass** (one scan
-step per token id, one lookup in a table of what each whole token does to the match
-tracker, :func:`token_effects`) finds the last well-formed match and the token where
-its opener starts; the **byte reading** below then runs over a short window from that
-token. Responses the token pass cannot vouch for (a token that is a piece of a
-character, a last match longer than the window, more than ``max_bytes`` bytes) are
-read byte by byte instead (their last ``max_bytes`` byte slots, see Capacities).
+step per token id, one lookup in a table of what each class of whole tokens does to
+the match tracker, :func:`token_effects`) finds the last well-formed match, the token
+where its opener starts and where every token starts in bytes. A **window** of a few
+bytes from that token is then read: its bytes gathered and decoded all at once
+(:func:`utf8_whole`), the tracker run over its symbols, and the reader over the last
+match's content only (:meth:`GrammarProgram.parse_symbols`). Responses the token pass
+cannot vouch for (a token that is a piece of a character, a last match longer than
+the window, more than ``max_bytes`` bytes) get the **byte reading** below instead
+(their last ``max_bytes`` byte slots, see Capacities). Both readings give the same
+result.
 
 The byte reading (one ``lax.scan`` over byte positions; under ``vmap`` each step is a
 handful of vector operations over the whole batch):
@@ -897,6 +901,7 @@ class GrammarProgram:
         symbols = build_symbols(box, self.reader)
         tracker = build_tracker(symbols.opener_bits, symbols.closer, symbols.atoms, box.content)
         self.n_symbols = tracker.symbols
+        self.opener_length = len(box.opener)
         self.host_symbols, self.host_tracker = symbols, tracker
         self.block_index = jnp.asarray(symbols.block_index)
         self.blocks = jnp.asarray(symbols.blocks)
@@ -916,18 +921,25 @@ class GrammarProgram:
         """Advance the tracker and the reader by one event; returns the echo writes
         of this step and the candidate they belong to."""
         state = jnp.where(event.broken, 0, scan.state)  # U+FFFD: nothing matches it
-        symbol = self.symbol(event.code)
+        return self.step_symbol(scan._replace(state=state), event.present, self.symbol(event.code))
+
+    def step_symbol(
+        self, scan: ScanState, present: jax.Array, symbol: jax.Array
+    ) -> tuple[ScanState, Any]:
+        """:meth:`step` on a character already mapped to its symbol (int32[]; nothing
+        happens where ``present`` (bool[]) is False)."""
+        state = scan.state
         packed = self.tracker[state * self.n_symbols + symbol]
-        opened = event.present & (packed & OPENED != 0)
-        consumed = event.present & (packed & CONSUMED != 0)
-        closed = event.present & (packed & CLOSED != 0)
+        opened = present & (packed & OPENED != 0)
+        consumed = present & (packed & CONSUMED != 0)
+        closed = present & (packed & CLOSED != 0)
         candidate = scan.candidate + opened.astype(jnp.int32)
         current = tree_where(opened, self.reader.init(), scan.current)
         stepped, writes = self.reader.step(current, Feature(*self.features[symbol]))
         current = tree_where(consumed, stepped, current)
         writes = tuple(w._replace(slot=jnp.where(consumed, w.slot, -1)) for w in writes)
         scan = ScanState(
-            state=jnp.where(event.present, packed & 0xFFFF, state),
+            state=jnp.where(present, packed & 0xFFFF, state),
             candidate=candidate,
             current=current,
             last=tree_where(closed, current, scan.last),
@@ -974,6 +986,46 @@ class GrammarProgram:
 
         (_, scan), (writes, owner) = jax.lax.scan(body, (source_init, self.init()), length=steps)
         return self.finish(scan, writes, owner)
+
+    def parse_symbols(self, present: jax.Array, symbols: jax.Array) -> DeviceParsed:
+        """Parse characters already mapped to symbols (bool[N] ``present``: False
+        where no character is at that step; int32[N] ``symbols``), as :meth:`step`
+        over them would, in two light scans: the tracker alone over all ``N`` steps,
+        then the reader alone over the last closed match's content, which takes at
+        most ``N`` minus the opener and the closer."""
+
+        def track(carry: tuple[jax.Array, jax.Array], column: Any) -> tuple[Any, Any]:
+            state, candidate = carry
+            here, symbol = column
+            packed = jnp.where(here, self.tracker[state * self.n_symbols + symbol], state)
+            candidate = candidate + (packed & OPENED != 0).astype(jnp.int32)
+            return (packed & 0xFFFF, candidate), (packed, candidate)
+
+        start = (jnp.int32(0), jnp.int32(0))
+        _, (packed, candidate) = jax.lax.scan(track, start, (present, symbols))
+        last = jnp.max(jnp.where(packed & CLOSED != 0, candidate, -1))
+        content = (packed & CONSUMED != 0) & (candidate == last)
+        count = present.shape[0]
+        index = jnp.argmax(content) + jnp.arange(max(count - self.opener_length - 1, 1))
+        inside = index < count
+        index = jnp.minimum(index, count - 1)
+        carry, (writes, owner) = self.read_content(content[index] & inside, symbols[index])
+        fresh = self.reader.init()
+        found = jnp.where(last >= 0, 0, -1).astype(jnp.int32)
+        return self.finish(ScanState(jnp.int32(0), found, fresh, carry, found), writes, owner)
+
+    def read_content(self, take: jax.Array, symbols: jax.Array) -> tuple[Any, Any]:
+        """The reader alone over one candidate's content: bool[M] ``take`` marks its
+        characters among int32[M] ``symbols``. Returns the reader carry and the
+        per-step writes (candidate 0 owns them all)."""
+
+        def body(carry: Any, column: tuple[jax.Array, jax.Array]) -> tuple[Any, Any]:
+            here, symbol = column
+            stepped, writes = self.reader.step(carry, Feature(*self.features[symbol]))
+            writes = tuple(w._replace(slot=jnp.where(here, w.slot, -1)) for w in writes)
+            return tree_where(here, stepped, carry), (writes, jnp.int32(0))
+
+        return jax.lax.scan(body, self.reader.init(), (take, symbols))
 
     def parse_chars(self, chars: jax.Array, length: jax.Array) -> DeviceParsed:
         """Parse text given as code points: int32[N] ``chars``, the first ``length``
@@ -1038,6 +1090,27 @@ def utf8_step(dec: Utf8, byte: jax.Array, present: jax.Array) -> tuple[Utf8, Cha
     return tree_where(present, new, dec), event
 
 
+def utf8_whole(data: jax.Array, has_byte: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Decode valid UTF-8 all at once: int32[W] bytes, bool[W] which slots hold one.
+
+    Returns ``(present, codes)``: bool[W] a character starts at that slot (its bytes
+    all present), int32[W] its code point. Only for bytes that are well-formed UTF-8
+    (:func:`utf8_step` decodes anything, one byte at a time).
+    """
+    width = data.shape[0]
+    ahead = [jnp.concatenate([data[k:], jnp.zeros(k, jnp.int32)]) for k in (1, 2, 3)]
+    held = [jnp.concatenate([has_byte[k:], jnp.zeros(k, jnp.bool_)]) for k in (1, 2, 3)]
+    need = jnp.where(data >= 0xF0, 3, jnp.where(data >= 0xE0, 2, jnp.where(data >= 0xC0, 1, 0)))
+    lead = jnp.where(need == 3, data & 0x07, jnp.where(need == 2, data & 0x0F, data & 0x1F))
+    codes, complete = jnp.where(need == 0, data, lead), jnp.ones(width, jnp.bool_)
+    for k in range(3):
+        more = need > k
+        codes = jnp.where(more, (codes << 6) | (ahead[k] & 0x3F), codes)
+        complete = complete & (~more | held[k])
+    is_lead = (data & 0xC0) != 0x80
+    return has_byte & is_lead & complete, codes.astype(jnp.int32)
+
+
 class TokenTables(NamedTuple):
     """Token bytes for the device (int32 arrays).
 
@@ -1085,12 +1158,17 @@ def token_slots(
 class TokenEffects(NamedTuple):
     """What each whole token does to the match tracker (host tables of the token pass).
 
+    Tokens that act alike (same moves from every state, same flags) share a *class*;
+    a game's grammar sees a few dozen classes among Qwen's 151,646 tokens, so the
+    tables the token pass reads at every step stay in the cache.
+
     Attributes:
-        moves: int32[(vocab + 1) * states]: token ``t`` read from tracker state ``s``
-            leaves it in state ``moves[t * states + s] & 0xFFFF``, with the bit
-            :data:`CLOSED` when a well-formed match closes inside the token. Row
-            ``vocab`` stands for ids with no bytes (outside the vocabulary).
-        flags: int32[vocab + 1]: :data:`WHOLE` (the token's bytes are valid UTF-8 on
+        classes: int32[vocab + 1] each token's class. Row ``vocab`` stands for ids
+            with no bytes (outside the vocabulary).
+        moves: int32[classes * states]: a token of class ``c`` read from tracker
+            state ``s`` leaves it in state ``moves[c * states + s] & 0xFFFF``, with the
+            bit :data:`CLOSED` when a well-formed match closes inside the token.
+        flags: int32[classes]: :data:`WHOLE` (the token's bytes are valid UTF-8 on
             their own), :data:`HAS_OPENER_START` (it contains the opener's first
             character), :data:`CLOSES_AFTER_START` (a match closes inside it after
             that character).
@@ -1098,6 +1176,7 @@ class TokenEffects(NamedTuple):
         states: tracker states.
     """
 
+    classes: np.ndarray
     moves: np.ndarray
     flags: np.ndarray
     sizes: np.ndarray
@@ -1148,8 +1227,10 @@ def token_effects(program: GrammarProgram, pieces: Sequence[bytes]) -> TokenEffe
         whole * WHOLE + seen_start * HAS_OPENER_START + closes_after * CLOSES_AFTER_START
     ).astype(np.int32)
     sizes = np.asarray([len(p) for p in pieces] + [0], np.int32)
-    moves = (state | closed * CLOSED).reshape(-1).astype(np.int32)
-    return TokenEffects(moves, flags, sizes, n_states)
+    rows = np.concatenate([state | closed * CLOSED, flags[:, None]], axis=1).astype(np.int32)
+    kinds, classes = np.unique(rows, axis=0, return_inverse=True)
+    moves = np.ascontiguousarray(kinds[:, :-1]).reshape(-1)
+    return TokenEffects(classes.reshape(-1).astype(np.int32), moves, kinds[:, -1], sizes, n_states)
 
 
 @functools.cache
@@ -1172,10 +1253,10 @@ class TokenParser:
     batched rule; an unbatched call is a batch of one):
 
     1. **Token pass**: one scan step per token id, one table lookup each
-       (:func:`token_effects`), finds the last match that closes and the token where
-       its opener starts;
-    2. **window**: the byte-level reading (module docstring) of ``window_bytes`` bytes
-       from that token gives the action and echoes;
+       (:func:`token_effects`), finds the last match that closes, the token where
+       its opener starts and the byte slot where each token starts;
+    2. **window**: ``window_bytes`` bytes from that token, gathered and decoded at
+       once, give the action and echoes (:meth:`GrammarProgram.parse_symbols`);
     3. **lanes read byte by byte**: a response holding a token that is not valid
        UTF-8 alone, one longer than ``max_bytes`` slots, or whose last match does not
        fit the window is read by the full byte scan: only those lanes, an eighth of
@@ -1205,6 +1286,7 @@ class TokenParser:
         self.window_bytes = window_bytes
         effects = _token_effects(self.program, tokenizer)
         self.states = effects.states
+        self.classes = jnp.asarray(effects.classes)
         self.moves = jnp.asarray(effects.moves)
         self.flags = jnp.asarray(effects.flags)
         self.sizes = jnp.asarray(effects.sizes)
@@ -1231,47 +1313,85 @@ class TokenParser:
 
     def _token_pass(self, ids: jax.Array, lengths: jax.Array) -> tuple[Any, jax.Array]:
         """Step 1 for a batch (int32[B, T] ids, int32[B] lengths): ``((ids, lengths,
-        origin), hard)``, ``origin`` int32[B] the token where each lane's window starts
-        and ``hard`` bool[B] the lanes that must be read byte by byte instead."""
-        vocab = self.flags.shape[0] - 1
+        origin, starts), hard)``: ``origin`` int32[B] the token where each lane's window
+        starts, ``starts`` int32[T, B] the byte slot where each token starts, and
+        ``hard`` bool[B] the lanes that must be read byte by byte instead."""
+        vocab = self.classes.shape[0] - 1
         steps = ids.shape[1]
-        live = jnp.arange(steps) < lengths[:, None]
-        tokens = jnp.where(live & (ids >= 0) & (ids < vocab), ids, vocab)
-        flags = self.flags[tokens]
+        columns = ids.T
+        live = jnp.arange(steps)[:, None] < lengths
+        tokens = jnp.where(live & (columns >= 0) & (columns < vocab), columns, vocab)
+        classes = self.classes[tokens]
+        flags = self.flags[classes]
         slots = jnp.where(live, jnp.maximum(self.sizes[tokens], 1), 0)
 
         def step(carry: tuple[jax.Array, ...], column: tuple[jax.Array, ...]) -> Any:
-            state, last_start, close, origin = carry
-            t, token, flag = column
-            packed = self.moves[token * self.states + state]
+            state, start, opener, opener_at, origin, origin_at, through = carry
+            t, kind, flag, slot = column
+            packed = self.moves[kind * self.states + state]
             closed = packed & CLOSED != 0
             here = flag & CLOSES_AFTER_START != 0
-            origin = jnp.where(closed, jnp.where(here, t, last_start), origin)
-            close = jnp.where(closed, t, close)
-            last_start = jnp.where(flag & HAS_OPENER_START != 0, t, last_start)
-            return (packed & 0xFFFF, last_start, close, origin), None
+            origin = jnp.where(closed, jnp.where(here, t, opener), origin)
+            origin_at = jnp.where(closed, jnp.where(here, start, opener_at), origin_at)
+            through = jnp.where(closed, start + slot, through)
+            opens = flag & HAS_OPENER_START != 0
+            opener = jnp.where(opens, t, opener)
+            opener_at = jnp.where(opens, start, opener_at)
+            carry = (packed & 0xFFFF, start + slot, opener, opener_at, origin, origin_at, through)
+            return carry, start
 
         zeros = jnp.zeros(ids.shape[0], jnp.int32)
-        columns = (jnp.arange(steps, dtype=jnp.int32), tokens.T, flags.T)
-        init = (zeros, zeros - 1, zeros - 1, zeros)
-        (_, _, close, origin), _ = jax.lax.scan(step, init, columns)
-        ends = jnp.cumsum(slots, axis=1)
-        found = close >= 0
-        origin = jnp.where(found, origin, 0)
-        before = jnp.take_along_axis(ends - slots, origin[:, None], axis=1)[:, 0]
-        through = jnp.take_along_axis(ends, jnp.maximum(close, 0)[:, None], axis=1)[:, 0]
+        steps_index = jnp.arange(steps, dtype=jnp.int32)
+        init = (zeros, zeros, zeros, zeros, zeros, zeros, zeros - 1)
+        carry, starts = jax.lax.scan(step, init, (steps_index, classes, flags, slots))
+        _, total, _, _, origin, origin_at, through = carry
+        found = through >= 0
         hard = (
-            jnp.any(live & (flags & WHOLE == 0), axis=1)
-            | (ends[:, -1] > self.max_bytes)
-            | (found & (through - before > self.window_bytes))
+            jnp.any(live & (flags & WHOLE == 0), axis=0)
+            | (total > self.max_bytes)
+            | (found & (through - origin_at > self.window_bytes))
         )
-        return (ids, lengths, origin), hard
+        return (ids, lengths, jnp.where(found, origin, 0), starts), hard
 
-    def _read_windows(self, located: tuple[jax.Array, jax.Array, jax.Array]) -> DeviceParsed:
+    def _read_windows(self, located: tuple[jax.Array, ...]) -> DeviceParsed:
         """Step 2 for a batch: the byte reading of ``window_bytes`` bytes from each
-        lane's origin token (``located``: ids, lengths, origins from the token pass)."""
-        read = jax.vmap(lambda i, n, o: self._read(i, n, o, jnp.int32(0), self.window_bytes))
-        return read(*located)
+        lane's origin token (``located``: ids, lengths, origins and token starts from
+        the token pass; every token of a lane that reaches this step is valid UTF-8 on
+        its own)."""
+
+        def read(
+            ids: jax.Array, length: jax.Array, origin: jax.Array, starts: jax.Array
+        ) -> DeviceParsed:
+            present, codes = self._window_chars(ids, length, origin, starts)
+            return self.program.parse_symbols(present, self.program.symbol(codes))
+
+        return jax.vmap(read, in_axes=(0, 0, 0, 1))(*located)
+
+    def _window_chars(
+        self, ids: jax.Array, length: jax.Array, origin: jax.Array, starts: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
+        """The characters of ``window_bytes`` byte slots from token ``origin`` of one
+        response whose tokens are each valid UTF-8 alone, all at once (no scan);
+        ``starts`` int32[T] is where each token starts (in byte slots).
+
+        Returns:
+            ``(present, codes)``: bool[W] a character starts at that byte slot, and
+            int32[W] its code point. A character cut by the window's end is absent,
+            as the byte scan leaves it.
+        """
+        tables, width, last = self.tables, self.window_bytes, ids.shape[0] - 1
+        index = origin + jnp.arange(width)
+        live = index < jnp.minimum(length, ids.shape[0])
+        token = jnp.where(live, ids[jnp.minimum(index, last)], -1)
+        token = jnp.where((token >= 0) & (token < tables.lengths.shape[0]), token, -1)
+        size = jnp.where(token >= 0, tables.lengths[jnp.maximum(token, 0)], 0)
+        place = jnp.where(live, starts[jnp.minimum(index, last)] - starts[origin], width)
+        owner = jnp.sum(place[None, :] <= jnp.arange(width)[:, None], axis=1) - 1
+        within = jnp.arange(width) - place[owner]
+        has_byte = (owner >= 0) & (within < size[owner])
+        start = tables.offsets[jnp.maximum(token[owner], 0)]
+        byte = jnp.where(has_byte, tables.flat[start + jnp.minimum(within, size[owner] - 1)], 0)
+        return utf8_whole(byte.astype(jnp.int32), has_byte)
 
     def _parse_bytes(self, ids: jax.Array, length: jax.Array) -> DeviceParsed:
         """The byte scan of the last ``max_bytes`` slots of one response."""

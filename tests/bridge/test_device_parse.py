@@ -38,6 +38,7 @@ from gemjax.tokenizer_bridge.device_parse import (
     decimal_text,
     utf8_init,
     utf8_step,
+    utf8_whole,
 )
 from gemjax.tokenizer_bridge.fallback import DEFAULT_SHARE
 from gemjax.tokenizer_bridge.grammar import BoxedInt, BoxedLetters
@@ -255,6 +256,28 @@ def test_utf8_decoder_matches_python() -> None:
             chars += ["\ufffd"] * bool(broken[i, j]) + [chr(code[i, j])] * bool(present[i, j])
         chars += ["\ufffd"] * bool(pending[i])
         assert "".join(chars) == bytes(row.tolist()).decode("utf-8", "replace"), row
+
+
+def test_whole_utf8_decoder_matches_python() -> None:
+    """The all-at-once decoder of well-formed UTF-8 (the window of the token pass):
+    characters at their lead bytes, one cut by the end of the bytes left out."""
+    rng = np.random.default_rng(1)
+    alphabet = ["a", "{", "7", "\u00e9", "\u0663", "\u3000", "\u20ac", "\U0001d7d9", "\n"]
+    width = 12
+    rows, held, expected = [], [], []
+    for _ in range(256):
+        data = "".join(rng.choice(alphabet, 8)).encode("utf-8")
+        count = int(rng.integers(0, width + 1))
+        rows.append(list(data[:width]) + [0] * max(width - len(data), 0))
+        held.append([j < min(count, len(data)) for j in range(width)])
+        expected.append(data[: min(count, len(data))].decode("utf-8", "ignore"))
+    present, codes = jax.jit(jax.vmap(utf8_whole))(
+        jnp.asarray(rows, jnp.int32), jnp.asarray(held, jnp.bool_)
+    )
+    for row_present, row_codes, text in zip(
+        np.asarray(present), np.asarray(codes), expected, strict=True
+    ):
+        assert "".join(chr(c) for c, p in zip(row_codes, row_present, strict=True) if p) == text
 
 
 def test_decimal_text() -> None:
