@@ -22,7 +22,7 @@ merges (the byte tokenizer) cut everywhere and are canonical by construction.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +41,22 @@ _MIX = (0x27D4EB2F, 0x165667B1, 0x85EBCA6B, 0xC2B2AE35)  # length and follower i
 _LINE_BREAKS = (ord("\n"), ord("\r"))
 _SPACES = tuple(i for i in range(0x3001) if chr(i).isspace())
 _FOLLOWER = {DIGIT_NEXT: "0", OTHER_NEXT: "A"}
+
+
+def encode_followed(
+    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], follower: str
+) -> list[list[int] | None]:
+    """Token ids of each text as it tokenizes when ``follower`` comes next: the ids of
+    ``text + follower`` without the follower's own (``follower == ""``: the end of the
+    text). None where the follower does not start a token of its own there (the
+    text's ids depend on what follows). One batched tokenizer call (host)."""
+    if not texts:
+        return []
+    encoded = tokenizer([t + follower for t in texts], add_special_tokens=False)["input_ids"]
+    if not follower:
+        return [list(ids) for ids in encoded]
+    tail = tokenizer.encode(follower, add_special_tokens=False)
+    return [ids[: -len(tail)] if ids[-len(tail) :] == tail else None for ids in encoded]
 
 
 @per_tokenizer
@@ -137,33 +153,32 @@ class SegmentTokenizer:
                     return False
         return True
 
-    def tokens_of(self, text: str, follower: int) -> list[int] | None:
-        """Token ids of ``text`` followed by a character of class ``follower``; None
-        where the follower does not start a token of its own (no clean cut)."""
-        encode = self.tokenizer.encode
+    def _follow_text(self, text: str, follower: int) -> str:
+        """The character that stands for ``follower`` after ``text`` ("" at the end)."""
         if follower == END:
-            return encode(text, add_special_tokens=False)
-        follow = "." if follower == OTHER_NEXT and text[-1:].isalpha() else _FOLLOWER[follower]
-        tail = encode(follow, add_special_tokens=False)
-        ids = encode(text + follow, add_special_tokens=False)
-        return ids[: -len(tail)] if ids[-len(tail) :] == tail else None
+            return ""
+        return "." if follower == OTHER_NEXT and text[-1:].isalpha() else _FOLLOWER[follower]
 
     def add_segments(self, segments: Iterable[tuple[tuple[int, ...], int]]) -> int:
         """Add segments ``(code points, follower class)`` to the table (host); returns
         how many were new. Call :meth:`freeze` before rendering."""
-        new = 0
-        for chars, follower in segments:
+        before = len(self._segments)
+        by_follow: dict[str, list[tuple[tuple[int, ...], int]]] = {}
+        for chars, follower in dict.fromkeys(segments):
             if (chars, follower) in self._segments:
                 continue
             if chars and chars[0] >= SPECIAL_BASE:
-                ids = [self.special_ids[chars[0] - SPECIAL_BASE]]
-            else:
-                ids = self.tokens_of("".join(map(chr, chars)), follower)
-            if ids is not None:
-                self._segments[(chars, follower)] = ids
-                new += 1
+                self._segments[(chars, follower)] = [self.special_ids[chars[0] - SPECIAL_BASE]]
+                continue
+            follow = self._follow_text("".join(map(chr, chars)), follower)
+            by_follow.setdefault(follow, []).append((chars, follower))
+        for follow, keys in by_follow.items():
+            texts = ["".join(map(chr, chars)) for chars, _ in keys]
+            for key, ids in zip(keys, encode_followed(self.tokenizer, texts, follow), strict=True):
+                if ids is not None:
+                    self._segments[key] = ids
         self._arrays = {}
-        return new
+        return len(self._segments) - before
 
     @property
     def known(self) -> set[tuple[tuple[int, ...], int]]:

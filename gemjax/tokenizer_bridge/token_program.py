@@ -52,7 +52,7 @@ from gemjax.tokenizer_bridge.device_render import (
     format_int_codepoints,
 )
 from gemjax.tokenizer_bridge.device_types import EchoText
-from gemjax.tokenizer_bridge.segments import SegmentTokenizer, sorted_search
+from gemjax.tokenizer_bridge.segments import SegmentTokenizer, encode_followed, sorted_search
 from gemjax.tokenizer_bridge.templates import Int, MessageTable, Template
 
 #: The texts a ``DIGIT`` part can print (variant index = position here).
@@ -595,19 +595,9 @@ class TokenPrograms:
         the tokenizer per follower."""
         tokenizer = self.segments.tokenizer
         present = [t for t in texts if t]
-
-        def encode(batch: list[str]) -> list[list[int]]:
-            return tokenizer(batch, add_special_tokens=False)["input_ids"] if batch else []
-
-        candidates: list[list[list[int] | None]] = []
+        candidates = [encode_followed(tokenizer, present, f) for f in sorted(end.followers)]
         if end.may_end:
-            candidates.append(list(encode(present)))
-        for follower in sorted(end.followers):
-            tail = encode([follower])[0]
-            joined = encode([t + follower for t in present])
-            candidates.append(
-                [ids[: -len(tail)] if ids[-len(tail) :] == tail else None for ids in joined]
-            )
+            candidates.append(encode_followed(tokenizer, present, ""))
         found = iter(
             [c[0] if all(x == c[0] for x in c) else None for c in zip(*candidates, strict=True)]
             if candidates
