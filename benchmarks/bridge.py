@@ -18,7 +18,9 @@ timed alone (``x render``: the host's render + tokenize against the device rende
 ``x parse``: the host's decode + parse against the device parse). Prints a table and
 writes ``benchmarks/results/bridge_cpu.json`` (or ``--out``).
 
-Usage: ``python benchmarks/bridge.py [--batch 4096] [--games Sudoku,Wordle] [--repeats 3]``
+Usage: ``python benchmarks/bridge.py [--batch 4096] [--games Sudoku,Wordle] [--repeats 5]``
+(each timing is the best of ``repeats`` rounds; a round runs every device and host
+function once, in turn)
 """
 
 from __future__ import annotations
@@ -76,13 +78,16 @@ def responses(
     return texts, ids, lengths
 
 
-def best_of(repeats: int, function: Any) -> float:
-    """Fastest wall time of ``function()`` over ``repeats`` calls (seconds)."""
-    best = float("inf")
+def best_of(repeats: int, functions: dict[str, Any]) -> dict[str, float]:
+    """Fastest wall time of each ``functions[name]()`` over ``repeats`` rounds, the
+    functions taken in turn within a round (seconds): a slow spell of a shared
+    machine then slows the device and the host side alike, not one of them."""
+    best = dict.fromkeys(functions, float("inf"))
     for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
+        for name, function in functions.items():
+            start = time.perf_counter()
+            function()
+            best[name] = min(best[name], time.perf_counter() - start)
     return best
 
 
@@ -108,9 +113,6 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
     start = time.perf_counter()
     jax.block_until_ready(device(state, ts, ids_d, lengths_d))
     compile_seconds = time.perf_counter() - start
-    device_seconds = best_of(
-        repeats, lambda: jax.block_until_ready(device(state, ts, ids_d, lengths_d))
-    )
     render_only = jax.jit(render)
     observations, suffixes = render_only(state, ts)
     overflow = float(jax.numpy.mean(observations.overflow | suffixes.overflow))
@@ -121,10 +123,8 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
             )
         )
     )
-    device_render = best_of(repeats, lambda: jax.block_until_ready(render_only(state, ts)))
     parse_only = jax.jit(jax.vmap(bridge.parse))
     jax.block_until_ready(parse_only(ids_d, lengths_d))
-    device_parse = best_of(repeats, lambda: jax.block_until_ready(parse_only(ids_d, lengths_d)))
 
     kinds = np.asarray(ts.event.kind).tolist()
     args = np.asarray(ts.event.args).tolist()
@@ -146,12 +146,23 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
         for text in tokenizer.batch_decode(id_rows):
             env.grammar.parse(text)
 
-    host_render_seconds = best_of(repeats, host_render)
-    host_parse_seconds = best_of(repeats, host_parse)
+    best = best_of(
+        repeats,
+        {
+            "device": lambda: jax.block_until_ready(device(state, ts, ids_d, lengths_d)),
+            "render": lambda: jax.block_until_ready(render_only(state, ts)),
+            "parse": lambda: jax.block_until_ready(parse_only(ids_d, lengths_d)),
+            "host_render": host_render,
+            "host_parse": host_parse,
+        },
+    )
+    device_seconds, device_render, device_parse = best["device"], best["render"], best["parse"]
+    host_render_seconds, host_parse_seconds = best["host_render"], best["host_parse"]
     host_seconds = host_render_seconds + host_parse_seconds
     return {
         "env_id": env_id,
         "batch_size": batch,
+        "repeats": repeats,
         "build_seconds": build_seconds,
         "compile_seconds": compile_seconds,
         "device_seconds": device_seconds,
@@ -173,7 +184,7 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=4096)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--games", default="", help="comma-separated game names (default: all)")
     parser.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bridge_cpu.json"
