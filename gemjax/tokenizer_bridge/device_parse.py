@@ -920,15 +920,8 @@ class GrammarProgram:
     def step(self, scan: ScanState, event: CharEvent) -> tuple[ScanState, Any]:
         """Advance the tracker and the reader by one event; returns the echo writes
         of this step and the candidate they belong to."""
+        present, symbol = event.present, self.symbol(event.code)
         state = jnp.where(event.broken, 0, scan.state)  # U+FFFD: nothing matches it
-        return self.step_symbol(scan._replace(state=state), event.present, self.symbol(event.code))
-
-    def step_symbol(
-        self, scan: ScanState, present: jax.Array, symbol: jax.Array
-    ) -> tuple[ScanState, Any]:
-        """:meth:`step` on a character already mapped to its symbol (int32[]; nothing
-        happens where ``present`` (bool[]) is False)."""
-        state = scan.state
         packed = self.tracker[state * self.n_symbols + symbol]
         opened = present & (packed & OPENED != 0)
         consumed = present & (packed & CONSUMED != 0)
@@ -1009,21 +1002,22 @@ class GrammarProgram:
         index = jnp.argmax(content) + jnp.arange(max(count - self.opener_length - 1, 1))
         inside = index < count
         index = jnp.minimum(index, count - 1)
-        carry, (writes, owner) = self.read_content(content[index] & inside, symbols[index])
+        carry, writes = self.read_content(content[index] & inside, symbols[index])
         fresh = self.reader.init()
         found = jnp.where(last >= 0, 0, -1).astype(jnp.int32)
+        owner = jnp.zeros(index.shape, jnp.int32)  # the one candidate read owns every write
         return self.finish(ScanState(jnp.int32(0), found, fresh, carry, found), writes, owner)
 
     def read_content(self, take: jax.Array, symbols: jax.Array) -> tuple[Any, Any]:
         """The reader alone over one candidate's content: bool[M] ``take`` marks its
         characters among int32[M] ``symbols``. Returns the reader carry and the
-        per-step writes (candidate 0 owns them all)."""
+        per-step writes (leaves int32[M])."""
 
         def body(carry: Any, column: tuple[jax.Array, jax.Array]) -> tuple[Any, Any]:
             here, symbol = column
             stepped, writes = self.reader.step(carry, Feature(*self.features[symbol]))
             writes = tuple(w._replace(slot=jnp.where(here, w.slot, -1)) for w in writes)
-            return tree_where(here, stepped, carry), (writes, jnp.int32(0))
+            return tree_where(here, stepped, carry), writes
 
         return jax.lax.scan(body, self.reader.init(), (take, symbols))
 

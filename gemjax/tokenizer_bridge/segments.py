@@ -43,6 +43,14 @@ _SPACES = tuple(i for i in range(0x3001) if chr(i).isspace())
 _FOLLOWER = {DIGIT_NEXT: "0", OTHER_NEXT: "A"}
 
 
+def follow_text(text: str, follower: int) -> str:
+    """The character that stands for ``follower`` (a follower class) after ``text``
+    when a segment is tokenized ("" at the end)."""
+    if follower == END:
+        return ""
+    return "." if follower == OTHER_NEXT and text[-1:].isalpha() else _FOLLOWER[follower]
+
+
 def encode_followed(
     tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], follower: str
 ) -> list[list[int] | None]:
@@ -153,12 +161,6 @@ class SegmentTokenizer:
                     return False
         return True
 
-    def _follow_text(self, text: str, follower: int) -> str:
-        """The character that stands for ``follower`` after ``text`` ("" at the end)."""
-        if follower == END:
-            return ""
-        return "." if follower == OTHER_NEXT and text[-1:].isalpha() else _FOLLOWER[follower]
-
     def add_segments(self, segments: Iterable[tuple[tuple[int, ...], int]]) -> int:
         """Add segments ``(code points, follower class)`` to the table (host); returns
         how many were new. Call :meth:`freeze` before rendering."""
@@ -170,7 +172,7 @@ class SegmentTokenizer:
             if chars and chars[0] >= SPECIAL_BASE:
                 self._segments[(chars, follower)] = [self.special_ids[chars[0] - SPECIAL_BASE]]
                 continue
-            follow = self._follow_text("".join(map(chr, chars)), follower)
+            follow = follow_text("".join(map(chr, chars)), follower)
             by_follow.setdefault(follow, []).append((chars, follower))
         for follow, keys in by_follow.items():
             texts = ["".join(map(chr, chars)) for chars, _ in keys]
