@@ -6,10 +6,11 @@ total, jittable, vmappable function that returns what ``grammar.parse`` returns 
 ``tokenizer.decode(ids[:length])``: the same kernel action, ``ok`` and echo texts.
 
 A batch is read in two passes (:class:`TokenParser`). A **token pass** (one scan
-step per token id, one lookup in a table of what each class of whole tokens does to
-the match tracker, :func:`token_effects`) finds the last well-formed match, the token
-where its opener starts and where every token starts in bytes. A **window** of a few
-bytes from that token is then read: its bytes gathered and decoded all at once
+step per token id, carrying the tracker state alone: one lookup in a table of what
+each class of whole tokens does to it, :func:`token_effects`) marks the tokens where
+a well-formed match closes; the last one, the token where its opener starts and the
+match's byte span then follow at once. A **window** of a few bytes from that token
+is then read: its bytes gathered and decoded all at once
 (:func:`utf8_whole`), the tracker run over its symbols, and the reader over the last
 match's content only (:meth:`GrammarProgram.parse_symbols`). Responses the token pass
 cannot vouch for (a token that is a piece of a character, a last match longer than
@@ -1084,6 +1085,17 @@ def utf8_step(dec: Utf8, byte: jax.Array, present: jax.Array) -> tuple[Utf8, Cha
     return tree_where(present, new, dec), event
 
 
+def prefix_sum(values: jax.Array) -> jax.Array:
+    """Inclusive prefix sum of a short int32[N] by ``log2 N`` shifted adds (XLA on a
+    CPU lowers ``cumsum`` to a windowed reduction of ``N`` squared adds; this is
+    cheaper for the window's few dozen slots)."""
+    shift = 1
+    while shift < values.shape[0]:
+        values = values + jnp.pad(values[:-shift], (shift, 0))
+        shift *= 2
+    return values
+
+
 def utf8_whole(data: jax.Array, has_byte: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Decode valid UTF-8 all at once: int32[W] bytes, bool[W] which slots hold one.
 
@@ -1227,6 +1239,19 @@ def token_effects(program: GrammarProgram, pieces: Sequence[bytes]) -> TokenEffe
     return TokenEffects(classes.reshape(-1).astype(np.int32), moves, kinds[:, -1], sizes, n_states)
 
 
+#: :func:`token_info` packs a token's class in the low bits and its byte count above.
+INFO_SIZE_SHIFT = 16
+INFO_CLASS_MASK = (1 << INFO_SIZE_SHIFT) - 1
+
+
+def token_info(effects: TokenEffects) -> np.ndarray:
+    """int32[vocab + 1]: each token's class and byte count in one word (``class |
+    size << INFO_SIZE_SHIFT``), so the token pass reads one table per token."""
+    if effects.classes.max(initial=0) > INFO_CLASS_MASK or effects.sizes.max(initial=0) >= 1 << 15:
+        raise ValueError("token classes or byte counts too large to pack")
+    return (effects.classes | effects.sizes << INFO_SIZE_SHIFT).astype(np.int32)
+
+
 @functools.cache
 def _token_effects(program: GrammarProgram, tokenizer: PreTrainedTokenizerBase) -> TokenEffects:
     return token_effects(program, token_bytes(tokenizer))
@@ -1247,8 +1272,8 @@ class TokenParser:
     batched rule; an unbatched call is a batch of one):
 
     1. **Token pass**: one scan step per token id, one table lookup each
-       (:func:`token_effects`), finds the last match that closes, the token where
-       its opener starts and the byte slot where each token starts;
+       (:func:`token_effects`), marks where matches close; the last one, the token
+       where its opener starts and the match's byte span follow at once;
     2. **window**: ``window_bytes`` bytes from that token, gathered and decoded at
        once, give the action and echoes (:meth:`GrammarProgram.parse_symbols`);
     3. **lanes read byte by byte**: a response holding a token that is not valid
@@ -1280,10 +1305,9 @@ class TokenParser:
         self.window_bytes = window_bytes
         effects = _token_effects(self.program, tokenizer)
         self.states = effects.states
-        self.classes = jnp.asarray(effects.classes)
+        self.token_info = jnp.asarray(token_info(effects))
         self.moves = jnp.asarray(effects.moves)
         self.flags = jnp.asarray(effects.flags)
-        self.sizes = jnp.asarray(effects.sizes)
         self._parse_one = with_fallback(self._token_pass, self._read_windows, self._parse_bytes)
 
     @property
@@ -1306,84 +1330,84 @@ class TokenParser:
         )
 
     def _token_pass(self, ids: jax.Array, lengths: jax.Array) -> tuple[Any, jax.Array]:
-        """Step 1 for a batch (int32[B, T] ids, int32[B] lengths): ``((ids, lengths,
-        origin, starts), hard)``: ``origin`` int32[B] the token where each lane's window
-        starts, ``starts`` int32[T, B] the byte slot where each token starts, and
-        ``hard`` bool[B] the lanes that must be read byte by byte instead."""
-        vocab = self.classes.shape[0] - 1
+        """Step 1 for a batch (int32[B, T] ids, int32[B] lengths): ``((tokens, slots,
+        origin), hard)``: ``tokens`` int32[T, B] the ids, with ``vocab`` (no bytes)
+        for ids outside the vocabulary and at or after a lane's length; ``slots``
+        int32[T, B] the byte slots each token takes; ``origin`` int32[B] the token
+        where each lane's window starts; ``hard`` bool[B] the lanes that must be read
+        byte by byte instead.
+
+        The scan carries the tracker state alone; where the last match closes and
+        where its opener starts are found from its output afterwards, all at once."""
+        vocab = self.token_info.shape[0] - 1
         steps = ids.shape[1]
         columns = ids.T
-        live = jnp.arange(steps)[:, None] < lengths
+        position = jnp.arange(steps)[:, None]
+        live = position < lengths
         tokens = jnp.where(live & (columns >= 0) & (columns < vocab), columns, vocab)
-        classes = self.classes[tokens]
+        info = self.token_info[tokens]
+        classes = info & INFO_CLASS_MASK
         flags = self.flags[classes]
-        slots = jnp.where(live, jnp.maximum(self.sizes[tokens], 1), 0)
+        slots = jnp.where(live, jnp.maximum(info >> INFO_SIZE_SHIFT, 1), 0)
 
-        def step(carry: tuple[jax.Array, ...], column: tuple[jax.Array, ...]) -> Any:
-            state, start, opener, opener_at, origin, origin_at, through = carry
-            t, kind, flag, slot = column
+        def step(state: jax.Array, kind: jax.Array) -> tuple[jax.Array, jax.Array]:
             packed = self.moves[kind * self.states + state]
-            closed = packed & CLOSED != 0
-            here = flag & CLOSES_AFTER_START != 0
-            origin = jnp.where(closed, jnp.where(here, t, opener), origin)
-            origin_at = jnp.where(closed, jnp.where(here, start, opener_at), origin_at)
-            through = jnp.where(closed, start + slot, through)
-            opens = flag & HAS_OPENER_START != 0
-            opener = jnp.where(opens, t, opener)
-            opener_at = jnp.where(opens, start, opener_at)
-            carry = (packed & 0xFFFF, start + slot, opener, opener_at, origin, origin_at, through)
-            return carry, start
+            return packed & 0xFFFF, packed & CLOSED != 0
 
-        zeros = jnp.zeros(ids.shape[0], jnp.int32)
-        steps_index = jnp.arange(steps, dtype=jnp.int32)
-        init = (zeros, zeros, zeros, zeros, zeros, zeros, zeros - 1)
-        carry, starts = jax.lax.scan(step, init, (steps_index, classes, flags, slots))
-        _, total, _, _, origin, origin_at, through = carry
-        found = through >= 0
+        _, closed = jax.lax.scan(step, jnp.zeros(ids.shape[0], jnp.int32), classes)
+        last = jnp.max(jnp.where(closed, position, -1), axis=0)  # the last match closes here
+        found = last >= 0
+        closer_flags = jnp.take_along_axis(flags, jnp.maximum(last, 0)[None], axis=0)[0]
+        opens = (flags & HAS_OPENER_START != 0) & (position < last)
+        opener = jnp.max(jnp.where(opens, position, 0), axis=0)
+        origin = jnp.where(closer_flags & CLOSES_AFTER_START != 0, last, opener)
+        origin = jnp.where(found, origin, 0)
+        span = jnp.sum(jnp.where((position >= origin) & (position <= last), slots, 0), axis=0)
         hard = (
             jnp.any(live & (flags & WHOLE == 0), axis=0)
-            | (total > self.max_bytes)
-            | (found & (through - origin_at > self.window_bytes))
+            | (jnp.sum(slots, axis=0) > self.max_bytes)
+            | (found & (span > self.window_bytes))
         )
-        return (ids, lengths, jnp.where(found, origin, 0), starts), hard
+        return (tokens, slots, origin), hard
 
     def _read_windows(self, located: tuple[jax.Array, ...]) -> DeviceParsed:
         """Step 2 for a batch: the byte reading of ``window_bytes`` bytes from each
-        lane's origin token (``located``: ids, lengths, origins and token starts from
-        the token pass; every token of a lane that reaches this step is valid UTF-8 on
-        its own)."""
+        lane's origin token (``located``: tokens, their byte slots and origins from
+        the token pass; every token of a lane that reaches this step is valid UTF-8
+        on its own)."""
 
-        def read(
-            ids: jax.Array, length: jax.Array, origin: jax.Array, starts: jax.Array
-        ) -> DeviceParsed:
-            present, codes = self._window_chars(ids, length, origin, starts)
+        def read(tokens: jax.Array, slots: jax.Array, origin: jax.Array) -> DeviceParsed:
+            present, codes = self._window_chars(tokens, slots, origin)
             return self.program.parse_symbols(present, self.program.symbol(codes))
 
-        return jax.vmap(read, in_axes=(0, 0, 0, 1))(*located)
+        return jax.vmap(read, in_axes=(1, 1, 0))(*located)
 
     def _window_chars(
-        self, ids: jax.Array, length: jax.Array, origin: jax.Array, starts: jax.Array
+        self, tokens: jax.Array, slots: jax.Array, origin: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
         """The characters of ``window_bytes`` byte slots from token ``origin`` of one
-        response whose tokens are each valid UTF-8 alone, all at once (no scan);
-        ``starts`` int32[T] is where each token starts (in byte slots).
+        response whose tokens are each valid UTF-8 alone, all at once (no scan):
+        ``tokens`` int32[T] its ids (``vocab`` where a token has no bytes), ``slots``
+        int32[T] the byte slots each takes.
 
         Returns:
             ``(present, codes)``: bool[W] a character starts at that byte slot, and
             int32[W] its code point. A character cut by the window's end is absent,
             as the byte scan leaves it.
         """
-        tables, width, last = self.tables, self.window_bytes, ids.shape[0] - 1
-        index = origin + jnp.arange(width)
-        live = index < jnp.minimum(length, ids.shape[0])
-        token = jnp.where(live, ids[jnp.minimum(index, last)], -1)
-        token = jnp.where((token >= 0) & (token < tables.lengths.shape[0]), token, -1)
-        size = jnp.where(token >= 0, tables.lengths[jnp.maximum(token, 0)], 0)
-        place = jnp.where(live, starts[jnp.minimum(index, last)] - starts[origin], width)
+        tables, width, count = self.tables, self.window_bytes, tokens.shape[0]
+        vocab = self.token_info.shape[0] - 1
+        index = origin + jnp.arange(width)  # a window's tokens take a byte slot at least
+        inside = index < count
+        index = jnp.minimum(index, count - 1)
+        token = jnp.where(inside, tokens[index], vocab)
+        taken = jnp.where(inside, slots[index], 0)
+        place = prefix_sum(taken) - taken  # where each token starts in the window
         owner = jnp.sum(place[None, :] <= jnp.arange(width)[:, None], axis=1) - 1
+        size = self.token_info[token] >> INFO_SIZE_SHIFT
         within = jnp.arange(width) - place[owner]
-        has_byte = (owner >= 0) & (within < size[owner])
-        start = tables.offsets[jnp.maximum(token[owner], 0)]
+        has_byte = within < size[owner]
+        start = tables.offsets[jnp.minimum(token[owner], vocab - 1)]
         byte = jnp.where(has_byte, tables.flat[start + jnp.minimum(within, size[owner] - 1)], 0)
         return utf8_whole(byte.astype(jnp.int32), has_byte)
 
