@@ -123,6 +123,22 @@ def _concat(
     return jnp.where(position < total, values, 0), jnp.minimum(total, capacity)
 
 
+def _append_tokens(first: TokenText, second: TokenText) -> TokenText:
+    """``first`` then ``second`` in a buffer of ``first``'s size (ids past each
+    length are zeros, as every :class:`TokenText` has them): ``second`` is written in
+    place, so the work is per id of ``second``, not of the buffer."""
+    capacity = first.ids.shape[0]
+    buffer = jnp.concatenate([first.ids, jnp.zeros(second.ids.shape, first.ids.dtype)])
+    buffer = jax.lax.dynamic_update_slice(buffer, second.ids.astype(buffer.dtype), (first.length,))
+    total = first.length + second.length
+    return TokenText(
+        buffer[:capacity],
+        jnp.minimum(total, capacity).astype(jnp.int32),
+        first.overflow | second.overflow | (total > capacity),
+        first.canonical & second.canonical,
+    )
+
+
 def _add_line_break(chars: jax.Array, length: jax.Array) -> tuple[jax.Array, jax.Array]:
     """GEM's ``maybe_add_new_line``: a ``"\\n"`` unless empty or already ending in one."""
     last = chars[jnp.maximum(length - 1, 0)]
@@ -415,18 +431,56 @@ class TokenBridge:
     ) -> Prompt:
         """:meth:`prompt_step` of one lane, from the timestep's event."""
         chars, length = _add_line_break(prompt.newest, prompt.newest_length)
-        line = self.segments.tokenize(chars, length, self.prompt_capacity, end_follower=OTHER_NEXT)
-        ids, total = _concat(
-            prompt.history.ids, prompt.history.length, line.ids, line.length, self.prompt_capacity
-        )
-        overflow = (
-            prompt.history.overflow
-            | line.overflow
-            | (prompt.history.length + line.length > self.prompt_capacity)
-        )
-        history = TokenText(ids, total, overflow, prompt.history.canonical & line.canonical)
+        history = self._append_text(prompt.history, chars, length, OTHER_NEXT, self.step_text + 1)
         new_chars, new_length = self.event_chars(kind, args, echoes)
         return Prompt(history, new_chars, new_length, prompt.turns + 1)
+
+    def _append_text(
+        self,
+        history: TokenText,
+        chars: jax.Array,
+        length: jax.Array,
+        end_follower: int,
+        first_chars: int,
+    ) -> TokenText:
+        """``history`` (``prompt_capacity`` ids) followed by the tokens of
+        ``chars[:length]`` (one lane; ``end_follower`` as in
+        :meth:`SegmentTokenizer.tokenize`).
+
+        Tokenizing costs work per output id, so under ``vmap`` the text is tried in
+        small buffers first: into ``first_chars`` ids when the text takes at most as
+        many UTF-8 bytes (a token takes one at least; a step's message fits), then
+        into as many ids as ``chars`` holds code points, then into the full
+        ``prompt_capacity`` buffer; each try takes the lanes it can hold and passes
+        the rest on (:func:`with_fallback`). The ids are the same either way."""
+
+        def tokens(chars: jax.Array, length: jax.Array, capacity: int) -> TokenText:
+            return self.segments.tokenize(chars, length, capacity, end_follower=end_follower)
+
+        def full(history: TokenText, chars: jax.Array, length: jax.Array) -> TokenText:
+            return _append_tokens(history, tokens(chars, length, self.prompt_capacity))
+
+        def first(size: int, rest: Any) -> Any:
+            """Texts of at most ``size`` UTF-8 bytes (so at most ``size`` ids) into
+            ``size`` ids, else ``rest``."""
+
+            def check(history: TokenText, chars: jax.Array, length: jax.Array) -> Any:
+                inside = jnp.arange(chars.shape[1]) < length[:, None]
+                text_bytes = jnp.sum(jnp.where(inside, utf8_length(chars), 0), axis=1)
+                return (history, chars, length), text_bytes > size
+
+            def finish(carry: tuple[TokenText, jax.Array, jax.Array]) -> TokenText:
+                history, chars, length = carry
+                text = jax.vmap(lambda c, n: tokens(c[:size], n, size))(chars, length)
+                return jax.vmap(_append_tokens)(history, text)
+
+            return with_fallback(check, finish, rest)
+
+        append = full
+        for size in sorted({first_chars, chars.shape[0]}, reverse=True):
+            if size < self.prompt_capacity:
+                append = first(size, append)
+        return append(history, chars, length)
 
     def render_prompt(self, prompt: Prompt, state: Any, chat: bool = False) -> TokenText:
         """Token ids of GEM's ``concat`` observation: every observation so far, each
@@ -450,20 +504,8 @@ class TokenBridge:
         chars, length = _concat(
             newest, newest_length, suffix, suffix_length, 2 * self.text_capacity
         )
-        tail_tokens = self.segments.tokenize(chars, length, self.prompt_capacity)
-        ids, total = _concat(
-            prompt.history.ids,
-            prompt.history.length,
-            tail_tokens.ids,
-            tail_tokens.length,
-            self.prompt_capacity,
-        )
-        overflow = (
-            prompt.history.overflow
-            | tail_tokens.overflow
-            | (prompt.history.length + tail_tokens.length > self.prompt_capacity)
-        )
-        return TokenText(ids, total, overflow, prompt.history.canonical & tail_tokens.canonical)
+        first_chars = self.step_text + 1 + self.suffix.max_length
+        return self._append_text(prompt.history, chars, length, END, first_chars)
 
     def _check_chat(self, chat: bool) -> None:
         if chat and not self.chat_supported:

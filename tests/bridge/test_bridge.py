@@ -290,6 +290,57 @@ def test_rendering_in_chunks_of_lanes_is_the_same():
         np.testing.assert_array_equal(a, b)
 
 
+def test_prompts_are_the_same_whichever_buffer_a_lane_takes():
+    """Batched prompt steps and prompts tokenize each lane's newest text into the
+    smallest buffer that holds it (a step message's, the whole text buffer's, the
+    prompt's); a batch mixing all three (short and long ASCII, text of multi-byte
+    characters) gives each lane the ids of its unbatched call (the prompt's buffer),
+    with and without a prompt capacity that overflows."""
+    full = bridge_for("game:GuessTheNumber-v0-easy", "qwen3")
+    small = copy.copy(full)
+    small.prompt_capacity = 60
+    env, tokenizer = full.env, full.tokenizer
+    state, first = env.reset(jax.random.key(0), env.default_params)
+    state, ts = env.step(jax.random.key(1), state, jnp.int32(3), env.default_params)
+    size = full.text_capacity
+    texts = [
+        "Your guess 12 is too low.",
+        "x" * (full.step_text + 40),
+        "caf\u00e9 \u00fc" * 12,
+        "\U0001f600" * (size // 3),
+        "Line one\nline two.",
+        "word " * (size // 6),
+    ] * 4
+    chars = np.zeros((len(texts), size), np.int32)
+    for row, text in enumerate(texts):
+        chars[row, : len(text)] = [ord(c) for c in text]
+    lengths = jnp.asarray([len(t) for t in texts], jnp.int32)
+    assert int(jnp.max(lengths)) < size
+    for bridge in (full, small):
+        start = bridge.prompt_start(first)
+        prompts = jax.vmap(lambda c, n, p=start: p._replace(newest=c, newest_length=n))(
+            jnp.asarray(chars), lengths
+        )
+        states = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(texts), *x.shape)), state)
+        tss = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(texts), *x.shape)), ts)
+        stepped = jax.jit(jax.vmap(bridge.prompt_step))(prompts, tss)
+        rendered = jax.jit(jax.vmap(bridge.render_prompt))(stepped, states)
+        last = jax.jit(jax.vmap(bridge.render_prompt))(prompts, states)
+        for row, text in enumerate(texts):
+            one = jax.tree.map(lambda x, r=row: x[r], prompts)
+            alone_step = bridge.prompt_step(one, ts)
+            for batched, alone in (
+                (stepped.history, alone_step.history),
+                (rendered, bridge.render_prompt(alone_step, state)),
+                (last, bridge.render_prompt(one, state)),
+            ):
+                for got, want in zip(jax.tree.leaves(batched), jax.tree.leaves(alone), strict=True):
+                    np.testing.assert_array_equal(got[row], want, err_msg=f"{row}: {text[:30]}")
+        if bridge is full:
+            ids = np.asarray(stepped.history.ids[2, : int(stepped.history.length[2])])
+            assert tokenizer.decode(ids.tolist()) == line(texts[2])
+
+
 def test_prompt_overflow_keeps_the_first_tokens():
     full = bridge_for("game:GuessTheNumber-v0-easy", "qwen3")
     small = copy.copy(full)
