@@ -449,7 +449,7 @@ class TokenBridge:
 
         Tokenizing costs work per output id, so under ``vmap`` the text is tried in
         small buffers first: into ``first_chars`` ids when the text takes at most as
-        many UTF-8 bytes (a token takes one at least; a step's message fits), then
+        many UTF-8 bytes and specials (a step's message fits), then
         into as many ids as ``chars`` holds code points, then into the full
         ``prompt_capacity`` buffer; each try takes the lanes it can hold and passes
         the rest on (:func:`with_fallback`). The ids are the same either way."""
@@ -461,13 +461,14 @@ class TokenBridge:
             return _append_tokens(history, tokens(chars, length, self.prompt_capacity))
 
         def first(size: int, rest: Any) -> Any:
-            """Texts of at most ``size`` UTF-8 bytes (so at most ``size`` ids) into
-            ``size`` ids, else ``rest``."""
+            """Texts of at most ``size`` UTF-8 bytes and specials (so at most ``size``
+            ids: a token is one special or a byte at least) into ``size`` ids, else
+            ``rest``."""
 
             def check(history: TokenText, chars: jax.Array, length: jax.Array) -> Any:
                 inside = jnp.arange(chars.shape[1]) < length[:, None]
-                text_bytes = jnp.sum(jnp.where(inside, utf8_length(chars), 0), axis=1)
-                return (history, chars, length), text_bytes > size
+                weight = jnp.maximum(utf8_length(chars), 1)  # a special (or NUL): 1
+                return (history, chars, length), jnp.sum(inside * weight, axis=1) > size
 
             def finish(carry: tuple[TokenText, jax.Array, jax.Array]) -> TokenText:
                 history, chars, length = carry

@@ -325,14 +325,15 @@ def test_prompts_are_the_same_whichever_buffer_a_lane_takes():
         tss = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(texts), *x.shape)), ts)
         stepped = jax.jit(jax.vmap(bridge.prompt_step))(prompts, tss)
         rendered = jax.jit(jax.vmap(bridge.render_prompt))(stepped, states)
-        last = jax.jit(jax.vmap(bridge.render_prompt))(prompts, states)
+        chat = jax.jit(jax.vmap(lambda p, s, b=bridge: b.render_prompt(p, s, chat=True)))
+        last = chat(prompts, states)  # the reset prompt: the chat tail, no suffix
         for row, text in enumerate(texts):
             one = jax.tree.map(lambda x, r=row: x[r], prompts)
             alone_step = bridge.prompt_step(one, ts)
             for batched, alone in (
                 (stepped.history, alone_step.history),
                 (rendered, bridge.render_prompt(alone_step, state)),
-                (last, bridge.render_prompt(one, state)),
+                (last, bridge.render_prompt(one, state, chat=True)),
             ):
                 for got, want in zip(jax.tree.leaves(batched), jax.tree.leaves(alone), strict=True):
                     np.testing.assert_array_equal(got[row], want, err_msg=f"{row}: {text[:30]}")
