@@ -432,8 +432,29 @@ class TokenBridge:
         """:meth:`prompt_step` of one lane, from the timestep's event."""
         chars, length = _add_line_break(prompt.newest, prompt.newest_length)
         history = self._append_text(prompt.history, chars, length, OTHER_NEXT, self.step_text + 1)
-        new_chars, new_length = self.event_chars(kind, args, echoes)
+        new_chars, new_length = self._step_chars(kind, args, echoes)
         return Prompt(history, new_chars, new_length, prompt.turns + 1)
+
+    def _step_chars(
+        self, kind: jax.Array, args: jax.Array, echoes: Mapping[str, EchoText] | None
+    ) -> tuple[jax.Array, jax.Array]:
+        """:meth:`event_chars` of a step's message (one lane). Under ``vmap`` every
+        lane is rendered in a buffer of :attr:`step_text` code points first, and the
+        lanes whose text does not fit (long echoes) again in the full buffer."""
+        short, full = self.step_text, self.text_capacity
+        if 2 * short > full:  # not worth a second path
+            return self.event_chars(kind, args, echoes)
+
+        def check(kind: jax.Array, args: jax.Array, echoes: Any) -> tuple[Any, jax.Array]:
+            render = jax.vmap(lambda k, a, e: self.messages.render(k, a, e, short))
+            chars, length, cut = render(kind, args, echoes)
+            return (chars, length), cut
+
+        def finish(rendered: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+            chars, length = rendered
+            return jnp.pad(chars, ((0, 0), (0, full - short))), length
+
+        return with_fallback(check, finish, self.event_chars)(kind, args, echoes)
 
     def _append_text(
         self,

@@ -342,6 +342,39 @@ def test_prompts_are_the_same_whichever_buffer_a_lane_takes():
             assert tokenizer.decode(ids.tolist()) == line(texts[2])
 
 
+def test_prompt_steps_with_long_echoes_match_unbatched_steps():
+    """A batched prompt step renders the new message in a step message's buffer and
+    re-renders the lanes whose echoes do not fit (two 60-digit cell coordinates):
+    every lane's prompt equals its unbatched step, and the new message is the host's
+    text."""
+    bridge = bridge_for("game:Minesweeper-v0-easy", "qwen3")
+    env, params, tokenizer = bridge.env, bridge.env.default_params, bridge.tokenizer
+    count = 16
+    keys = jax.random.split(jax.random.key(3), count)
+    states, first = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    far = "9" * 60
+    texts = [
+        f"\\boxed{{reveal {far} {far}}}" if row % 4 == 0 else f"\\boxed{{reveal {row % 5} 2}}"
+        for row in range(count)
+    ]
+    ids, lengths = encode_batch(tokenizer, texts, 160)
+    parsed = jax.vmap(bridge.parse_full)(ids, lengths)
+    _, ts = jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, states, parsed.action, params)
+    prompts = jax.vmap(bridge.prompt_start)(first)
+    stepped = jax.jit(jax.vmap(bridge.prompt_step))(prompts, ts, parsed.echoes)
+    for row, text in enumerate(texts):
+        one = functools.partial(lambda tree, r: jax.tree.map(lambda x: x[r], tree), r=row)
+        alone = bridge.prompt_step(one(prompts), one(ts), one(parsed.echoes))
+        for got, want in zip(jax.tree.leaves(stepped), jax.tree.leaves(alone), strict=True):
+            np.testing.assert_array_equal(got[row], want, err_msg=text)
+        host = env.messages.render(
+            int(ts.event.kind[row]), ts.event.args[row].tolist(), env.grammar.parse(text).echoes
+        )
+        newest = np.asarray(stepped.newest[row, : int(stepped.newest_length[row])])
+        assert "".join(map(chr, newest)) == host
+    assert max(int(n) for n in stepped.newest_length) > bridge.step_text
+
+
 def test_prompt_overflow_keeps_the_first_tokens():
     full = bridge_for("game:GuessTheNumber-v0-easy", "qwen3")
     small = copy.copy(full)
