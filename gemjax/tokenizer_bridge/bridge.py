@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 import jax
@@ -431,7 +431,7 @@ class TokenBridge:
     ) -> Prompt:
         """:meth:`prompt_step` of one lane, from the timestep's event."""
         chars, length = _add_line_break(prompt.newest, prompt.newest_length)
-        history = self._append_text(prompt.history, chars, length, OTHER_NEXT, self.step_text + 1)
+        history = self._append_text(prompt.history, chars, length, OTHER_NEXT, [self.step_text + 1])
         new_chars, new_length = self._step_chars(kind, args, echoes)
         return Prompt(history, new_chars, new_length, prompt.turns + 1)
 
@@ -462,18 +462,18 @@ class TokenBridge:
         chars: jax.Array,
         length: jax.Array,
         end_follower: int,
-        first_chars: int,
+        sizes: Sequence[int],
     ) -> TokenText:
         """``history`` (``prompt_capacity`` ids) followed by the tokens of
         ``chars[:length]`` (one lane; ``end_follower`` as in
         :meth:`SegmentTokenizer.tokenize`).
 
         Tokenizing costs work per output id, so under ``vmap`` the text is tried in
-        small buffers first: into ``first_chars`` ids when the text takes at most as
-        many UTF-8 bytes and specials (a step's message fits), then
-        into as many ids as ``chars`` holds code points, then into the full
-        ``prompt_capacity`` buffer; each try takes the lanes it can hold and passes
-        the rest on (:func:`with_fallback`). The ids are the same either way."""
+        small buffers first: into each of ``sizes`` ids in turn, for the texts that
+        take at most as many UTF-8 bytes and specials (a step's message fits the
+        first), then into as many ids as ``chars`` holds code points, then into the
+        full ``prompt_capacity`` buffer; each try takes the lanes it can hold and
+        passes the rest on (:func:`with_fallback`). The ids are the same either way."""
 
         def tokens(chars: jax.Array, length: jax.Array, capacity: int) -> TokenText:
             return self.segments.tokenize(chars, length, capacity, end_follower=end_follower)
@@ -499,7 +499,7 @@ class TokenBridge:
             return with_fallback(check, finish, rest)
 
         append = full
-        for size in sorted({first_chars, chars.shape[0]}, reverse=True):
+        for size in sorted({*sizes, chars.shape[0]}, reverse=True):
             if size < self.prompt_capacity:
                 append = first(size, append)
         return append(history, chars, length)
@@ -526,8 +526,11 @@ class TokenBridge:
         chars, length = _concat(
             newest, newest_length, suffix, suffix_length, 2 * self.text_capacity
         )
-        first_chars = self.step_text + 1 + self.suffix.max_length
-        return self._append_text(prompt.history, chars, length, END, first_chars)
+        # A step's message or the reset instructions (with the chat prefix), each
+        # with its line break and the suffix (with the chat tail).
+        sizes = [self.step_text + 1 + self.suffix.max_length]
+        sizes.append(self.messages.max_length + 1 + self.suffix.max_length)
+        return self._append_text(prompt.history, chars, length, END, sizes)
 
     def _check_chat(self, chat: bool) -> None:
         if chat and not self.chat_supported:

@@ -292,10 +292,10 @@ def test_rendering_in_chunks_of_lanes_is_the_same():
 
 def test_prompts_are_the_same_whichever_buffer_a_lane_takes():
     """Batched prompt steps and prompts tokenize each lane's newest text into the
-    smallest buffer that holds it (a step message's, the whole text buffer's, the
-    prompt's); a batch mixing all three (short and long ASCII, text of multi-byte
-    characters) gives each lane the ids of its unbatched call (the prompt's buffer),
-    with and without a prompt capacity that overflows."""
+    smallest buffer that holds it (a step message's, the reset instructions', the
+    whole text buffer's, the prompt's); a batch mixing them all (short and long ASCII,
+    text of multi-byte characters) gives each lane the ids of its unbatched call (the
+    prompt's buffer), with and without a prompt capacity that overflows."""
     full = bridge_for("game:GuessTheNumber-v0-easy", "qwen3")
     small = copy.copy(full)
     small.prompt_capacity = 60
@@ -310,6 +310,7 @@ def test_prompts_are_the_same_whichever_buffer_a_lane_takes():
         "\U0001f600" * (size // 3),
         "Line one\nline two.",
         "word " * (size // 6),
+        "\U0001f600" * (size - 2),  # more ids than any smaller buffer
     ] * 4
     chars = np.zeros((len(texts), size), np.int32)
     for row, text in enumerate(texts):
