@@ -118,4 +118,6 @@ def test_rebn_improves_on_easy_guess_the_number_for_two_seeds_at_once(tiny):
     success = metrics.eval.success
     assert success.shape == (2, 3)
     assert bool(jnp.all(success[:, -1] >= untrained + 0.15)), (untrained, success)
-    assert float(success[0, -1]) != float(success[1, -1])
+    # The seeds train apart (their losses differ; equal success rates out of 128
+    # episodes can happen by chance, and did).
+    assert not bool(jnp.array_equal(metrics.train.loss[0], metrics.train.loss[1]))
