@@ -56,7 +56,7 @@ from gemjax.tokenizer_bridge.segments import (
     OTHER_NEXT,
     SPECIAL_BASE,
     SegmentTokenizer,
-    utf8_length,
+    most_tokens,
 )
 from gemjax.tokenizer_bridge.templates import Board, MessageTable
 from gemjax.tokenizer_bridge.token_program import TokenPrograms
@@ -363,9 +363,7 @@ class TokenBridge:
         def check(kind: jax.Array, args: jax.Array, echoes: Any) -> tuple[Any, jax.Array]:
             render = jax.vmap(lambda k, a, e: self.messages.render(k, a, e, short))
             chars, length, cut = render(kind, args, echoes)
-            # A token is one special or at least one UTF-8 byte: text of no more bytes
-            # and specials than the short token buffer always fits it.
-            size = jnp.sum(jnp.maximum(utf8_length(chars), chars >= SPECIAL_BASE), axis=1)
+            size = jax.vmap(most_tokens)(chars, length)
             return (chars, length), cut | (size > short_tokens)
 
         def finish(rendered: tuple[jax.Array, jax.Array]) -> TokenText:
@@ -482,14 +480,11 @@ class TokenBridge:
             return _append_tokens(history, tokens(chars, length, self.prompt_capacity))
 
         def first(size: int, rest: Any) -> Any:
-            """Texts of at most ``size`` UTF-8 bytes and specials (so at most ``size``
-            ids: a token is one special or a byte at least) into ``size`` ids, else
-            ``rest``."""
+            """Texts that cannot take more than ``size`` ids (:func:`most_tokens`)
+            into ``size`` ids, else ``rest``."""
 
             def check(history: TokenText, chars: jax.Array, length: jax.Array) -> Any:
-                inside = jnp.arange(chars.shape[1]) < length[:, None]
-                weight = jnp.maximum(utf8_length(chars), 1)  # a special (or NUL): 1
-                return (history, chars, length), jnp.sum(inside * weight, axis=1) > size
+                return (history, chars, length), jax.vmap(most_tokens)(chars, length) > size
 
             def finish(carry: tuple[TokenText, jax.Array, jax.Array]) -> TokenText:
                 history, chars, length = carry

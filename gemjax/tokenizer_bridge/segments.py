@@ -362,6 +362,14 @@ def utf8_length(chars: jax.Array) -> jax.Array:
     return jnp.where((chars > 0) & (chars < SPECIAL_BASE), size, 0).astype(jnp.int32)
 
 
+def most_tokens(chars: jax.Array, length: jax.Array) -> jax.Array:
+    """int32[]: the most token ids the first ``length`` code points of ``chars``
+    (int32[C]) can take: a token is one special or at least one UTF-8 byte (a NUL
+    counts one)."""
+    inside = jnp.arange(chars.shape[0]) < length
+    return jnp.sum(jnp.where(inside, jnp.maximum(utf8_length(chars), 1), 0)).astype(jnp.int32)
+
+
 def _utf8_byte(char: jax.Array, index: jax.Array) -> jax.Array:
     """int32: byte ``index`` of the UTF-8 encoding of code point ``char``."""
     size = utf8_length(char)
