@@ -12,12 +12,10 @@ a well-formed match closes; the last one, the token where its opener starts and 
 match's byte span then follow at once. A **window** of a few bytes from that token
 is then read: its bytes gathered and decoded all at once
 (:func:`utf8_whole`), the tracker run over its symbols, and the reader over the last
-match's content only (:meth:`GrammarProgram.parse_symbols`). The token pass runs first
-over each response's last few tokens alone (models put their answer last), and over
-all of them only where no whole match was found there. Responses the token pass
+match's content only (:meth:`GrammarProgram.parse_symbols`). Responses the token pass
 cannot vouch for (a token that is a piece of a character, a last match longer than
 the window, more than ``max_bytes`` bytes) get the **byte reading** below instead
-(their last ``max_bytes`` byte slots, see Capacities). Every reading gives the same
+(their last ``max_bytes`` byte slots, see Capacities). Both readings give the same
 result.
 
 The byte reading (one ``lax.scan`` over byte positions; under ``vmap`` each step is a
@@ -100,9 +98,6 @@ DEFAULT_ECHO_CAPACITY = 64
 # 18 (``\boxed{reveal 10 10}``); a longer match is read in full (fallback). 24 bytes
 # read 1.15-1.2x faster than 32 (GuessTheNumber 2.32 -> 2.0 us a lane at batch 4096).
 DEFAULT_WINDOW_BYTES = 24
-# Tokens at a response's end where its last match is looked for first; responses
-# whose last match lies further back get the token pass over every token.
-DEFAULT_TAIL_TOKENS = 16
 
 # Feature columns of a symbol (see :func:`_symbol_features`).
 F_DIGIT, F_SPACE, F_ASCII_SPACE, F_MAPPED, F_CODE = range(5)
@@ -1272,18 +1267,13 @@ class TokenParser:
         max_bytes: byte slots read per response (the last ``max_bytes``).
         echo_capacity: code points per echo text.
         window_bytes: bytes re-read around the last match after the token pass.
-        tail_tokens: tokens at the end of a response where the last match is
-            looked for first.
 
     How a batch is read (``jax.vmap`` of :meth:`parse` / :meth:`parse_full` runs this
     batched rule; an unbatched call is a batch of one):
 
     1. **Token pass**: one scan step per token id, one table lookup each
        (:func:`token_effects`), marks where matches close; the last one, the token
-       where its opener starts and the match's byte span follow at once. It runs
-       over each response's last ``tail_tokens`` tokens first; the lanes whose tail
-       holds no whole match that fits the window are passed on to a token pass over
-       all their tokens (only those lanes, an eighth of the batch at a time);
+       where its opener starts and the match's byte span follow at once;
     2. **window**: ``window_bytes`` bytes from that token, gathered and decoded at
        once, give the action and echoes (:meth:`GrammarProgram.parse_symbols`);
     3. **lanes read byte by byte**: a response holding a token that is not valid
@@ -1304,25 +1294,21 @@ class TokenParser:
         max_bytes: int = DEFAULT_MAX_BYTES,
         echo_capacity: int = DEFAULT_ECHO_CAPACITY,
         window_bytes: int = DEFAULT_WINDOW_BYTES,
-        tail_tokens: int = DEFAULT_TAIL_TOKENS,
     ) -> None:
-        if min(max_bytes, window_bytes, tail_tokens) < 1:
+        if max_bytes < 1 or window_bytes < 1:
             raise ValueError(
-                "max_bytes, window_bytes and tail_tokens must be positive, got "
-                f"{max_bytes}, {window_bytes}, {tail_tokens}"
+                f"max_bytes and window_bytes must be positive, got {max_bytes}, {window_bytes}"
             )
         self.program = compile_grammar(grammar, echo_capacity)
         self.tables = token_tables(tokenizer)
         self.max_bytes = max_bytes
         self.window_bytes = window_bytes
-        self.tail_tokens = tail_tokens
         effects = _token_effects(self.program, tokenizer)
         self.states = effects.states
         self.token_info = jnp.asarray(token_info(effects))
         self.moves = jnp.asarray(effects.moves)
         self.flags = jnp.asarray(effects.flags)
-        self._parse_whole = with_fallback(self._token_pass, self._read_windows, self._parse_bytes)
-        self._parse_one = with_fallback(self._tail_pass, self._read_windows, self._parse_whole)
+        self._parse_one = with_fallback(self._token_pass, self._read_windows, self._parse_bytes)
 
     @property
     def grammar(self) -> Grammar:
@@ -1340,35 +1326,8 @@ class TokenParser:
     def parse_batch(self, ids: jax.Array, lengths: jax.Array) -> DeviceParsed:
         """:meth:`parse_full` of a batch: int32[B, T] ids and int32[B] lengths."""
         return run_with_fallback(
-            self._tail_pass, self._read_windows, self._parse_whole, (ids, lengths)
+            self._token_pass, self._read_windows, self._parse_bytes, (ids, lengths)
         )
-
-    def _tail_pass(self, ids: jax.Array, lengths: jax.Array) -> tuple[Any, jax.Array]:
-        """Step 0 for a batch (int32[B, T] ids, int32[B] lengths): the token pass over
-        each lane's last ``tail_tokens`` live tokens only, as :meth:`_token_pass`
-        returns it (``tokens``, ``slots`` int32[tail_tokens, B], the origin counted
-        from the tail's first token). A lane is hard unless its tail holds a whole
-        well-formed match in whole UTF-8 tokens that fits the window, or is the whole
-        response.
-
-        A match the tracker finds from its start state at the tail's first token is a
-        match of the whole text (no content character starts an opener, so no earlier
-        candidate runs into it), and after a complete opener both trackers agree: the
-        whole text's last match is then the tail's. A whole token starts a character,
-        so the tail's characters do not depend on the bytes before it."""
-        steps = min(self.tail_tokens, ids.shape[1])
-        start = jnp.maximum(lengths - steps, 0)
-        index = start[:, None] + jnp.arange(steps)
-        columns = jnp.take_along_axis(ids, jnp.minimum(index, ids.shape[1] - 1), axis=1).T
-        live = lengths > index.T
-        tokens, slots, flags, found, origin, span = self._locate(columns, live)
-        hard = (
-            jnp.any(live & (flags & WHOLE == 0), axis=0)
-            | (jnp.sum(slots, axis=0) > self.max_bytes)  # it may not all be read
-            | (found & (span > self.window_bytes))
-            | (~found & (start > 0))
-        )
-        return (tokens, slots, origin), hard
 
     def _token_pass(self, ids: jax.Array, lengths: jax.Array) -> tuple[Any, jax.Array]:
         """Step 1 for a batch (int32[B, T] ids, int32[B] lengths): ``((tokens, slots,
@@ -1376,34 +1335,15 @@ class TokenParser:
         for ids outside the vocabulary and at or after a lane's length; ``slots``
         int32[T, B] the byte slots each token takes; ``origin`` int32[B] the token
         where each lane's window starts; ``hard`` bool[B] the lanes that must be read
-        byte by byte instead."""
-        live = jnp.arange(ids.shape[1])[:, None] < lengths
-        tokens, slots, flags, found, origin, span = self._locate(ids.T, live)
-        hard = (
-            jnp.any(live & (flags & WHOLE == 0), axis=0)
-            | (jnp.sum(slots, axis=0) > self.max_bytes)
-            | (found & (span > self.window_bytes))
-        )
-        return (tokens, slots, origin), hard
-
-    def _locate(self, columns: jax.Array, live: jax.Array) -> tuple[jax.Array, ...]:
-        """Where the last match of a batch of token columns lies (int32[N, B] ids, bool
-        [N, B] ``live``: the token is part of the text).
+        byte by byte instead.
 
         The scan carries the tracker state alone; where the last match closes and
-        where its opener starts are found from its output afterwards, all at once.
-
-        Returns:
-            ``(tokens, slots, flags, found, origin, span)``: ``tokens`` int32[N, B]
-            the ids, ``vocab`` (no bytes) where not live or outside the vocabulary;
-            ``slots`` int32[N, B] the byte slots each live token takes (at least
-            one); ``flags`` int32[N, B] each token's class flags; ``found`` bool[B] a
-            match closes; ``origin`` int32[B] the token where the window starts (its
-            opener's, or the closing token's when the opener starts inside it); ``span``
-            int32[B] the byte slots from there to the end of the closing token.
-        """
+        where its opener starts are found from its output afterwards, all at once."""
         vocab = self.token_info.shape[0] - 1
-        position = jnp.arange(columns.shape[0])[:, None]
+        steps = ids.shape[1]
+        columns = ids.T
+        position = jnp.arange(steps)[:, None]
+        live = position < lengths
         tokens = jnp.where(live & (columns >= 0) & (columns < vocab), columns, vocab)
         info = self.token_info[tokens]
         classes = info & INFO_CLASS_MASK
@@ -1414,7 +1354,7 @@ class TokenParser:
             packed = self.moves[kind * self.states + state]
             return packed & 0xFFFF, packed & CLOSED != 0
 
-        _, closed = jax.lax.scan(step, jnp.zeros(columns.shape[1], jnp.int32), classes)
+        _, closed = jax.lax.scan(step, jnp.zeros(ids.shape[0], jnp.int32), classes)
         last = jnp.max(jnp.where(closed, position, -1), axis=0)  # the last match closes here
         found = last >= 0
         closer_flags = jnp.take_along_axis(flags, jnp.maximum(last, 0)[None], axis=0)[0]
@@ -1423,7 +1363,12 @@ class TokenParser:
         origin = jnp.where(closer_flags & CLOSES_AFTER_START != 0, last, opener)
         origin = jnp.where(found, origin, 0)
         span = jnp.sum(jnp.where((position >= origin) & (position <= last), slots, 0), axis=0)
-        return tokens, slots, flags, found, origin, span
+        hard = (
+            jnp.any(live & (flags & WHOLE == 0), axis=0)
+            | (jnp.sum(slots, axis=0) > self.max_bytes)
+            | (found & (span > self.window_bytes))
+        )
+        return (tokens, slots, origin), hard
 
     def _read_windows(self, located: tuple[jax.Array, ...]) -> DeviceParsed:
         """Step 2 for a batch: the byte reading of ``window_bytes`` bytes from each
