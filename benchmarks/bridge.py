@@ -15,8 +15,11 @@ For each game (one id per game by default) at batch ``B`` (default 4096):
 States come from random play; responses are ~40-token texts ending in a
 ``\\boxed{...}`` action rendered from a random action. Render and parse are also
 timed alone (``x render``: the host's render + tokenize against the device render;
-``x parse``: the host's decode + parse against the device parse). Prints a table and
-writes ``benchmarks/results/bridge_cpu.json`` (or ``--out``).
+``x parse``: the host's decode + parse against the device parse), and so is the
+first observation of an episode, the instructions (``reset ms``: the device render
+of freshly reset lanes in ``RESET_CAPACITY`` ids; ``x reset``: the host's render +
+tokenize of the same). Prints a table and writes
+``benchmarks/results/bridge_cpu.json`` (or ``--out``).
 
 Usage: ``python benchmarks/bridge.py [--batch 4096] [--games Sudoku,Wordle] [--repeats 5]``
 (each timing is the best of ``repeats`` rounds; a round runs every device and host
@@ -42,6 +45,7 @@ from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPACITY = 256  # token ids per rendered observation / suffix
+RESET_CAPACITY = 1024  # token ids per rendered reset observation (the instructions)
 FILLER = "Let me think about the feedback so far and narrow it down step by step. "
 
 
@@ -125,6 +129,9 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
     )
     parse_only = jax.jit(jax.vmap(bridge.parse))
     jax.block_until_ready(parse_only(ids_d, lengths_d))
+    reset_state, reset_ts = states_from_random_play(env, batch, 0)
+    reset_only = jax.jit(jax.vmap(lambda s, t: bridge.render(s, t, capacity=RESET_CAPACITY)))
+    reset_overflow = float(jnp.mean(reset_only(reset_state, reset_ts).overflow))
 
     kinds = np.asarray(ts.event.kind).tolist()
     args = np.asarray(ts.event.args).tolist()
@@ -141,6 +148,16 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
         tokenizer(suffixes, add_special_tokens=False)
 
     id_rows = [row[:n].tolist() for row, n in zip(ids, lengths, strict=True)]
+    reset_events = list(
+        zip(
+            np.asarray(reset_ts.event.kind).tolist(),
+            np.asarray(reset_ts.event.args).tolist(),
+            strict=True,
+        )
+    )
+
+    def host_reset() -> None:
+        tokenizer([env.messages.render(k, a) for k, a in reset_events], add_special_tokens=False)
 
     def host_parse() -> None:
         for text in tokenizer.batch_decode(id_rows):
@@ -152,8 +169,10 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
             "device": lambda: jax.block_until_ready(device(state, ts, ids_d, lengths_d)),
             "render": lambda: jax.block_until_ready(render_only(state, ts)),
             "parse": lambda: jax.block_until_ready(parse_only(ids_d, lengths_d)),
+            "reset": lambda: jax.block_until_ready(reset_only(reset_state, reset_ts)),
             "host_render": host_render,
             "host_parse": host_parse,
+            "host_reset": host_reset,
         },
     )
     device_seconds, device_render, device_parse = best["device"], best["render"], best["parse"]
@@ -174,6 +193,11 @@ def measure_game(env_id: str, tokenizer: Any, batch: int, repeats: int) -> dict[
         "ratio": host_seconds / device_seconds,
         "render_ratio": host_render_seconds / device_render,
         "parse_ratio": host_parse_seconds / device_parse,
+        "device_reset_seconds": best["reset"],
+        "host_reset_render_tokenize_seconds": best["host_reset"],
+        "reset_ratio": best["host_reset"] / best["reset"],
+        "reset_token_capacity": RESET_CAPACITY,
+        "reset_overflow_fraction": reset_overflow,
         "non_canonical_at_construction": bridge.non_canonical,
         "token_capacity": CAPACITY,
         "overflow_fraction": overflow,
@@ -202,7 +226,7 @@ def main() -> None:
     print(f"== on-device bridge vs host text path, qwen3, batch {options.batch} ({platform_name})")
     columns = (
         "device ms", "render ms", "parse ms", "host ms", "x host", "x render", "x parse",
-        "build s", "compile s",
+        "reset ms", "x reset", "build s", "compile s",
     )  # fmt: skip
     print(f"{'env':34s} " + " ".join(f"{c:>10s}" for c in columns))
     results = []
@@ -217,6 +241,8 @@ def main() -> None:
             r["ratio"],
             r["render_ratio"],
             r["parse_ratio"],
+            1e3 * r["device_reset_seconds"],
+            r["reset_ratio"],
             r["build_seconds"],
             r["compile_seconds"],
         )

@@ -262,10 +262,12 @@ class TokenBridge:
         prints a variant the tabulation excluded, or it repeats text the player typed;
         those lanes are rendered from code points (:meth:`render_codepoints`, or its
         full buffer alone when every step message has a token program: a smaller
-        compile). Under ``vmap`` every lane first goes through the token programs in
-        a buffer of :attr:`step_tokens` ids (the longest step message); the rest
-        (resets, lanes for the code-point path) are rendered again on their own, a
-        32nd of the batch at a time (:data:`RESET_SHARE`). The ids are the same
+        compile). Under ``vmap`` every lane first goes through the step messages'
+        token programs in a buffer of :attr:`step_tokens` ids (the longest step
+        message); the rest (resets, lanes for the code-point path) are rendered again
+        on their own, a 32nd of the batch at a time (:data:`RESET_SHARE`): through
+        every token program in a buffer of the longest one's ids, and from code
+        points only in a chunk holding a lane that needs them. The ids are the same
         either way."""
         del state  # the observation text is a function of the event
         kind = jnp.asarray(ts.event.kind, jnp.int32)
@@ -307,13 +309,17 @@ class TokenBridge:
         codepoints: Any,
         short: int,
         capacity: int,
-        first: Any = None,
+        first: Sequence[int] | None = None,
     ) -> Any:
         """The per-lane function ``(kind, args, echoes) -> TokenText`` of ``capacity``
         ids: the token program where it applies, else ``codepoints`` (same signature).
+
         Its ``vmap`` renders every lane's token program in ``short`` ids first (only
         the programs ``first`` lists, when given: their tables are smaller) and
-        re-renders the rest lane by lane (:func:`with_fallback`)."""
+        re-renders the rest lane by lane (:func:`with_fallback`), a
+        :data:`RESET_SHARE` of the batch at a time. With ``first``, those lanes (the
+        resets) go through every program in as many ids as the longest prints
+        first, and only a chunk holding a lane that needs ``codepoints`` runs it."""
 
         def exact(kind: jax.Array, args: jax.Array, echoes: Any) -> TokenText:
             ids, length, total, valid = programs.render(kind, args, capacity, echoes=echoes)
@@ -322,22 +328,32 @@ class TokenBridge:
             # code-point path's own batching rule does not nest inside a cond).
             return tree_where(valid, fast, codepoints(kind, args, echoes))
 
-        def check(kind: jax.Array, args: jax.Array, echoes: Any) -> tuple[Any, jax.Array]:
-            ids, length, total, valid = jax.vmap(
-                lambda k, a, e: programs.render(k, a, short, first, e)
-            )(kind, args, echoes)
-            hard = ~valid
-            if short < capacity:
-                hard = hard | (total > short)
-            return (ids, length, total), hard
+        def tried(short: int, chosen: Sequence[int] | None, rest: Any, share: int) -> Any:
+            """Token programs (``chosen``; None: all) in ``short`` ids, else ``rest``."""
 
-        def finish(rendered: tuple[jax.Array, jax.Array, jax.Array]) -> TokenText:
-            ids, length, total = rendered
-            ids = jnp.pad(ids, ((0, 0), (0, capacity - short)))
-            return TokenText(ids, length, total > capacity, jnp.ones(length.shape, jnp.bool_))
+            def check(kind: jax.Array, args: jax.Array, echoes: Any) -> tuple[Any, jax.Array]:
+                ids, length, total, valid = jax.vmap(
+                    lambda k, a, e: programs.render(k, a, short, chosen, e)
+                )(kind, args, echoes)
+                hard = ~valid
+                if short < capacity:
+                    hard = hard | (total > short)
+                return (ids, length, total), hard
 
+            def finish(rendered: tuple[jax.Array, jax.Array, jax.Array]) -> TokenText:
+                ids, length, total = rendered
+                ids = jnp.pad(ids, ((0, 0), (0, capacity - short)))
+                return TokenText(ids, length, total > capacity, jnp.ones(length.shape, jnp.bool_))
+
+            return with_fallback(check, finish, rest, share)
+
+        render = exact
+        if first is not None:
+            longest = programs.longest(range(len(programs.compiled)))
+            # share 1: a chunk is read from code points as a whole, or not at all.
+            render = tried(min(longest, capacity), None, render, 1)
         # The token path's buffers are small: chunking only the lanes re-rendered.
-        return with_fallback(check, finish, exact, RESET_SHARE)
+        return tried(short, first, render, RESET_SHARE)
 
     def render_codepoints(
         self,

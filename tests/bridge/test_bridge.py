@@ -256,6 +256,49 @@ def test_render_is_the_same_whichever_path_a_lane_takes(env_id):
         np.testing.assert_array_equal(np.asarray(one.ids), np.asarray(texts.ids[lane]))
 
 
+def test_resets_and_echo_lanes_in_shared_chunks_render_the_host_text():
+    """Resets (token programs) and lanes that echo the player (code points) are
+    re-rendered together, two to a chunk under a batch of 64: chunks of two resets,
+    of a reset and an echo, of two echoes; every lane renders the host text, as it
+    does alone."""
+    env_id = "game:Minesweeper-v0-easy"
+    bridge = bridge_for(env_id, "qwen3")
+    env, params, tokenizer = bridge.env, bridge.env.default_params, bridge.tokenizer
+    count = 64
+    keys = jax.random.split(jax.random.key(8), count)
+    states, first = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    # The lanes re-rendered, in lane order: reset, reset, reset, echo, echo, echo, ...
+    pattern = ("reset", "reset", "reset", "echo", "echo", "echo", "plain", "plain")
+    roles = [pattern[lane % len(pattern)] for lane in range(count)]
+    texts = ["\\boxed{dig 1 2}" if role == "echo" else "\\boxed{reveal 1 2}" for role in roles]
+    ids, lengths = encode_batch(tokenizer, texts, 16)
+    reset = jnp.asarray([role == "reset" for role in roles])
+
+    @jax.jit
+    def device(keys, states, first, ids, lengths):
+        parsed = jax.vmap(bridge.parse_full)(ids, lengths)
+        _, ts = jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, states, parsed.action, params)
+        ts = jax.tree.map(
+            lambda a, b: jnp.where(reset.reshape((count,) + (1,) * (a.ndim - 1)), a, b), first, ts
+        )
+        return ts, parsed.echoes, jax.vmap(bridge.render)(states, ts, parsed.echoes)
+
+    ts, echoes, rendered = jax.device_get(device(keys, states, first, ids, lengths))
+    single = jax.jit(bridge.render)
+    for lane, role in enumerate(roles):
+        kind, args = int(ts.event.kind[lane]), np.asarray(ts.event.args[lane]).tolist()
+        assert (kind == 0) == (role == "reset")
+        host = env.grammar.parse(texts[lane])
+        check_text(tokenizer, rendered, lane, None, env.messages.render(kind, args, host.echoes))
+        if role == "echo":
+            assert "dig" in env.messages.render(kind, args, host.echoes)
+        if lane < len(pattern):
+            lane_echoes = jax.tree.map(lambda x, i=lane: x[i], echoes)
+            lane_state = jax.tree.map(lambda x, i=lane: x[i], states)
+            one = single(lane_state, jax.tree.map(lambda x, i=lane: x[i], ts), lane_echoes)
+            np.testing.assert_array_equal(np.asarray(one.ids), np.asarray(rendered.ids[lane]))
+
+
 def test_rendering_in_chunks_of_lanes_is_the_same():
     """Under vmap, rendering a batch of 10 lanes (three just reset) 3 lanes at a time,
     padded to whole chunks, gives the ids of rendering it all at once: observations,
