@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gemjax.checks import check_kwargs
 from gemjax.core import Environment
 
 
@@ -37,13 +38,21 @@ def spec(env_id: str) -> EnvSpec:
     """The spec of ``env_id``.
 
     Raises:
-        ValueError: unknown id, with the closest registered ids as suggestions.
+        TypeError: ``env_id`` is not a string.
+        ValueError: unknown id, with the closest registered ids as suggestions (found
+            ignoring case).
     """
+    if not isinstance(env_id, str):
+        raise TypeError(
+            f"an environment id is a string such as 'game:GuessTheNumber-v0-easy', "
+            f"got {env_id!r} ({type(env_id).__name__}); gemjax.list_envs() lists them"
+        )
     try:
         return _REGISTRY[env_id]
     except KeyError:
-        close = difflib.get_close_matches(env_id, _REGISTRY, n=3, cutoff=0.5)
-        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        by_lower = {name.lower(): name for name in _REGISTRY}
+        close = difflib.get_close_matches(env_id.lower(), by_lower, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(repr(by_lower[c]) for c in close)}?" if close else ""
         raise ValueError(
             f"unknown environment id {env_id!r}.{hint} "
             "gemjax.list_envs() lists every registered id."
@@ -54,9 +63,11 @@ def make(env_id: str, **kwargs: Any) -> Environment:
     """Build the kernel env of ``env_id``; call-site kwargs override the registered ones.
 
     Impossible parameters (``min_number > max_number``, ``max_turns < 1``, ...) raise
-    ``ValueError`` here, never inside jit.
+    ``ValueError`` here, never inside jit; kwargs of the wrong type (``max_turns=2.5``,
+    ``clues=True``) raise ``TypeError`` (:func:`gemjax.checks.check_kwargs`).
     """
     env_spec = spec(env_id)
+    check_kwargs(env_spec.factory, kwargs)
     env = env_spec.factory(**{**env_spec.kwargs, **kwargs})
     env.validate_params(env.default_params)
     env.env_id = env_id  # type: ignore[attr-defined]
