@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
+from gemjax.checks import integer_array
 from gemjax.core import Environment, TimeStep
 from gemjax.lanes import chunk_lanes_for_backend, in_chunks, tree_where
 from gemjax.tokenizer_bridge.device_render import ProgramTable
@@ -88,12 +89,15 @@ class Prompt(NamedTuple):
             chat prefix when it is the first and ``chat``).
         newest_length: int32[] its length.
         turns: int32[] observations after the reset one.
+        newest_overflow: bool[] the newest observation is not the host text (it
+            repeats an echo the parser cut); its tokens will carry ``overflow``.
     """
 
     history: TokenText
     newest: jax.Array
     newest_length: jax.Array
     turns: jax.Array
+    newest_overflow: jax.Array
 
 
 def _with_markers(text: str) -> str:
@@ -229,7 +233,8 @@ class TokenBridge:
         echoes: Mapping[str, EchoText] | None = None,
         lead: Any = 0,
     ) -> tuple[jax.Array, jax.Array]:
-        """``(code points int32[text_capacity], length)`` of one event's message."""
+        """``(code points int32[text_capacity], length)`` of one event's message (see
+        :meth:`ProgramTable.render` for whether it is the host text)."""
         chars, length, _ = self.messages.render(kind, args, echoes, self.text_capacity, lead=lead)
         return chars, length
 
@@ -425,7 +430,7 @@ class TokenBridge:
             jnp.bool_(False),
             jnp.bool_(True),
         )
-        return Prompt(empty, chars, length, jnp.int32(0))
+        return Prompt(empty, chars, length, jnp.int32(0), jnp.bool_(False))
 
     def prompt_step(
         self, prompt: Prompt, ts: TimeStep, echoes: Mapping[str, EchoText] | None = None
@@ -446,29 +451,37 @@ class TokenBridge:
         """:meth:`prompt_step` of one lane, from the timestep's event."""
         chars, length = _add_line_break(prompt.newest, prompt.newest_length)
         history = self._append_text(prompt.history, chars, length, OTHER_NEXT, [self.step_text + 1])
-        new_chars, new_length = self._step_chars(kind, args, echoes)
-        return Prompt(history, new_chars, new_length, prompt.turns + 1)
+        history = history._replace(overflow=history.overflow | prompt.newest_overflow)
+        new_chars, new_length, cut = self._step_chars(kind, args, echoes)
+        return Prompt(history, new_chars, new_length, prompt.turns + 1, cut)
 
     def _step_chars(
         self, kind: jax.Array, args: jax.Array, echoes: Mapping[str, EchoText] | None
-    ) -> tuple[jax.Array, jax.Array]:
-        """:meth:`event_chars` of a step's message (one lane). Under ``vmap`` every
-        lane is rendered in a buffer of :attr:`step_text` code points first, and the
-        lanes whose text does not fit (long echoes) again in the full buffer."""
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(code points int32[text_capacity], length, cut)`` of a step's message (one
+        lane; ``cut``: it is not the host text, see :meth:`ProgramTable.render`). Under
+        ``vmap`` every lane is rendered in a buffer of :attr:`step_text` code points
+        first, and the lanes whose text does not fit (long echoes) again in the full
+        buffer."""
         short, full = self.step_text, self.text_capacity
+
+        def whole(kind: jax.Array, args: jax.Array, echoes: Any) -> Any:
+            return self.messages.render(kind, args, echoes, full)
+
         if 2 * short > full:  # not worth a second path
-            return self.event_chars(kind, args, echoes)
+            return whole(kind, args, echoes)
 
         def check(kind: jax.Array, args: jax.Array, echoes: Any) -> tuple[Any, jax.Array]:
             render = jax.vmap(lambda k, a, e: self.messages.render(k, a, e, short))
             chars, length, cut = render(kind, args, echoes)
             return (chars, length), cut
 
-        def finish(rendered: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        def finish(rendered: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, ...]:
             chars, length = rendered
-            return jnp.pad(chars, ((0, 0), (0, full - short))), length
+            fits = jnp.zeros(length.shape, jnp.bool_)
+            return jnp.pad(chars, ((0, 0), (0, full - short))), length, fits
 
-        return with_fallback(check, finish, self.event_chars)(kind, args, echoes)
+        return with_fallback(check, finish, whole)(kind, args, echoes)
 
     def _append_text(
         self,
@@ -541,7 +554,8 @@ class TokenBridge:
         # with its line break and the suffix (with the chat tail).
         sizes = [self.step_text + 1 + self.suffix.max_length]
         sizes.append(self.messages.max_length + 1 + self.suffix.max_length)
-        return self._append_text(prompt.history, chars, length, END, sizes)
+        text = self._append_text(prompt.history, chars, length, END, sizes)
+        return text._replace(overflow=text.overflow | prompt.newest_overflow)
 
     def _check_chat(self, chat: bool) -> None:
         if chat and not self.chat_supported:
@@ -580,12 +594,17 @@ class TokenBridge:
         """Compact ids (indices into :attr:`vocab`) of full-vocabulary ``ids``; ids
         outside the vocabulary map to -1."""
         vocab = jnp.asarray(self.vocab)
+        ids = jnp.asarray(integer_array("ids", ids, None))
         index = jnp.clip(jnp.searchsorted(vocab, ids), 0, vocab.shape[0] - 1)
         return jnp.where(vocab[index] == ids, index, -1).astype(jnp.int32)
 
     def to_full(self, compact: jax.Array) -> jax.Array:
-        """Full-vocabulary ids of compact ids."""
-        return jnp.asarray(self.vocab)[compact]
+        """Full-vocabulary ids of compact ids; ids outside ``0..len(vocab) - 1`` (the
+        -1 :meth:`to_compact` gives unknown ids) map to -1, never to a real token."""
+        vocab = jnp.asarray(self.vocab)
+        compact = jnp.asarray(integer_array("compact ids", compact, None))
+        inside = (compact >= 0) & (compact < vocab.shape[0])
+        return jnp.where(inside, vocab[jnp.clip(compact, 0, vocab.shape[0] - 1)], -1)
 
     def _vocabulary(self) -> np.ndarray:
         """Every id the renderer can emit, every byte token, the specials, and the

@@ -75,6 +75,7 @@ import jax.numpy as jnp
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
+from gemjax.checks import integer_array
 from gemjax.lanes import tree_where
 from gemjax.tokenizer_bridge.device_types import DeviceParsed, EchoText
 from gemjax.tokenizer_bridge.fallback import run_with_fallback, with_fallback
@@ -1320,7 +1321,16 @@ class TokenParser:
         return parsed.action, parsed.ok
 
     def parse_full(self, ids: jax.Array, length: jax.Array) -> DeviceParsed:
-        """Action, ``ok`` and echo texts of ``ids[:length]`` (int32[T], int32[])."""
+        """Action, ``ok`` and echo texts of ``ids[:length]`` (int32[T], int32[]; a
+        batch through ``jax.vmap``).
+
+        Raises:
+            TypeError: float or bool ids or length. ValueError: ids that are not one
+                non-empty row of ids, or a length that is not a scalar.
+        """
+        hint = " (one response: int32[T] ids and an int32[] length; jax.vmap for a batch)"
+        integer_array("ids", ids, 1, hint)
+        integer_array("length", length, 0, hint)
         return self._parse_one(jnp.asarray(ids, jnp.int32), jnp.asarray(length, jnp.int32))
 
     def parse_batch(self, ids: jax.Array, lengths: jax.Array) -> DeviceParsed:

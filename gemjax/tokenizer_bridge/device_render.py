@@ -396,7 +396,10 @@ class ProgramTable:
             capacity: code points in the output buffer.
             lead, trail: index of the lead / trail text (0: none).
         Returns:
-            ``(codepoints int32[capacity] zero padded, length int32[], overflow bool[])``.
+            ``(codepoints int32[capacity] zero padded, length int32[], overflow bool[])``;
+            ``overflow``: the codepoints are not the host text, because it needed more
+            than ``capacity`` code points or it prints an echo that was cut
+            (:attr:`EchoText.truncated`, or longer than :attr:`echo_capacity`).
         """
         a = self._arrays
         program = self.program_index(kind, args)
@@ -404,7 +407,7 @@ class ProgramTable:
             name: a[name][program]
             for name in ("kind", "base", "size", "arg", "position", "spec", "echo", "when")
         }
-        present, echo_chars, echo_lengths = self._echo_arrays(echoes)
+        present, echo_chars, echo_lengths, echo_cut = self._echo_arrays(echoes)
         padded = jnp.concatenate([args.astype(jnp.int32), jnp.zeros((1,), jnp.int32)])
         value = padded[jnp.where(row["arg"] >= 0, row["arg"], args.shape[0])]
         value = value.at[0].set(lead).at[-1].set(trail)
@@ -419,6 +422,7 @@ class ProgramTable:
         has_echo = present[echo_index] & (row["echo"] >= 0)
         shown = (row["when"] == SHOWN) | ((row["when"] == WITH_ECHO) == has_echo)
         length = jnp.where(shown, length, 0)
+        cut = jnp.any(shown & has_echo & (row["kind"] == ECHO) & echo_cut[echo_index])
         ends = jnp.cumsum(length)
         total = ends[-1]
         position = jnp.arange(capacity)
@@ -429,7 +433,7 @@ class ProgramTable:
         ]
         char = jnp.where(row["kind"][part] == TABLE, table_char, single[part])
         char = jnp.where(position < total, char, 0)
-        return char.astype(jnp.int32), jnp.minimum(total, capacity), total > capacity
+        return char.astype(jnp.int32), jnp.minimum(total, capacity), cut | (total > capacity)
 
     def _digits(self, value: jax.Array, spec: jax.Array, position: jax.Array) -> jax.Array:
         """int32[parts]: the ``position``-th code point of each part's formatted value."""
@@ -446,11 +450,13 @@ class ProgramTable:
 
     def _echo_arrays(
         self, echoes: Mapping[str, EchoText] | None
-    ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """``(present bool[E], chars int32[E, capacity], lengths int32[E])`` per echo slot
-        (one row of zeros when the table has no echo slot)."""
+    ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+        """``(present bool[E], chars int32[E, capacity], lengths int32[E], cut bool[E])``
+        per echo slot (one row of zeros when the table has no echo slot); ``cut``: the
+        echo's text is longer than the ``capacity`` code points kept."""
         rows = max(len(self.echo_slots), 1)
         present = jnp.zeros((rows,), jnp.bool_)
+        cut = jnp.zeros((rows,), jnp.bool_)
         chars = jnp.zeros((rows, self.echo_capacity), jnp.int32)
         lengths = jnp.zeros((rows,), jnp.int32)
         for index, name in enumerate(self.echo_slots):
@@ -462,7 +468,8 @@ class ProgramTable:
             present = present.at[index].set(echo.present)
             chars = chars.at[index].set(text)
             lengths = lengths.at[index].set(jnp.minimum(echo.length, self.echo_capacity))
-        return present, chars, lengths
+            cut = cut.at[index].set(echo.truncated | (echo.length > self.echo_capacity))
+        return present, chars, lengths, cut
 
     def args_from_values(self, values: Mapping[str, jax.Array]) -> jax.Array:
         """int32[num_args]: an args vector from slot values by name (missing: 0)."""

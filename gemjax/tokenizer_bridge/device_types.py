@@ -50,7 +50,9 @@ class TokenText(NamedTuple):
     Attributes:
         ids: int32[capacity] token ids, padded with the bridge's pad id.
         length: int32[] number of valid ids (at most ``capacity``).
-        overflow: bool[] the text needed more than ``capacity`` tokens.
+        overflow: bool[] the ids are not exactly the host text: it needed more than
+            ``capacity`` tokens, or it repeats an echo the parser cut
+            (:attr:`EchoText.truncated`). :attr:`exact` is its negation.
         canonical: bool[] the ids are ``tokenizer.encode(text)`` (else some piece
             of the text, typically letters the player typed, was written as one
             token per UTF-8 byte: it still decodes to the exact text).
@@ -60,3 +62,8 @@ class TokenText(NamedTuple):
     length: jax.Array
     overflow: jax.Array
     canonical: jax.Array
+
+    @property
+    def exact(self) -> jax.Array:
+        """bool[]: ``tokenizer.decode(ids[:length])`` is exactly the host text."""
+        return ~self.overflow

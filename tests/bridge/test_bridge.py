@@ -470,3 +470,77 @@ def test_construction_reports_non_canonical_messages():
     # Random letter strings are not in the word list: reported, with a rate.
     assert 0 < wordle.non_canonical["feedback"] < 1
     assert guess_the_number.non_canonical == {} and bytes_bridge.non_canonical == {}
+
+
+# Echo slots that print a count (entries, letters): at most ten digits, never cut.
+COUNT_SLOTS = frozenset({"entries", "letters"})
+
+
+def edge_echoes(env: Any, capacity: int) -> list[tuple[str, str, int]]:
+    """``(text, slot, echo length)`` of responses whose echo of ``slot`` takes
+    ``capacity`` and ``capacity + 1`` code points: one run of digits or letters of a
+    well-formed action's text lengthened at a time, for every echo slot it feeds."""
+    state, _ = env.reset(jax.random.key(0), env.default_params)
+    base = env.grammar.render(np.asarray(env.random_action(jax.random.key(1), state)))
+    runs = list(re.finditer(r"\d+|(?<=\{)[a-zA-Z]+", base))
+    found: dict[tuple[str, int], tuple[str, str, int]] = {}
+    for run in runs:
+        fill = "9" if run.group().isdigit() else "q"
+        for width in range(1, 2 * capacity):
+            text = base[: run.start()] + fill * width + base[run.end() :]
+            for slot, echo in env.grammar.parse(text).echoes.items():
+                if len(echo) in (capacity, capacity + 1):
+                    found.setdefault((slot, len(echo)), (text, slot, len(echo)))
+    return list(found.values())
+
+
+@pytest.mark.parametrize("env_id", ONE_PER_GAME)
+def test_echoes_at_and_past_the_echo_buffer_flag_inexact_text(env_id):
+    """Every echo slot at the echo buffer's edge renders the host text exactly; one
+    code point past it, the observation, the prompt after that step and the history
+    after the next step all set ``overflow`` (``exact`` False): a cut echo never
+    passes for the host text."""
+    bridge = bridge_for(env_id, "qwen3")
+    env, params, tokenizer = bridge.env, bridge.env.default_params, bridge.tokenizer
+    capacity = bridge.messages.echo_capacity
+    cases = edge_echoes(env, capacity)
+    echo_slots = set(bridge.messages.echo_slots) - COUNT_SLOTS
+    assert {(slot, n) for _, slot, n in cases} >= {
+        (slot, n) for slot in echo_slots for n in (capacity, capacity + 1)
+    }
+    texts = [text for text, _, _ in cases]
+    ids, lengths = encode_batch(tokenizer, texts, bridge.max_tokens)
+    keys = jax.random.split(jax.random.key(2), len(texts))
+
+    @jax.jit
+    def device(keys, ids, lengths):
+        states, first = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+        parsed = jax.vmap(bridge.parse_full)(ids, lengths)
+        states, ts = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+            keys, states, parsed.action, params
+        )
+        prompt = jax.vmap(bridge.prompt_step)(
+            jax.vmap(bridge.prompt_start)(first), ts, parsed.echoes
+        )
+        return (
+            first,
+            ts,
+            jax.vmap(bridge.render)(states, ts, parsed.echoes),
+            jax.vmap(bridge.render_prompt)(prompt, states),
+            jax.vmap(bridge.prompt_step)(prompt, ts).history,
+            dict(jax.vmap(env.suffix_values)(states)),
+        )
+
+    first, ts, obs, prompt, history, suffix_values = jax.device_get(device(keys, ids, lengths))
+    for row, (text, slot, size) in enumerate(cases):
+        echoes = env.grammar.parse(text).echoes
+        host = env.messages.render(int(ts.event.kind[row]), ts.event.args[row].tolist(), echoes)
+        cut = any(len(e) > capacity and e in host for e in echoes.values())
+        assert cut == (size > capacity and echoes[slot] in host), (text, host)
+        reset = env.messages.render(0, first.event.args[row].tolist())
+        suffix = host_suffix(env, {k: v[row] for k, v in suffix_values.items()})
+        for rendered, want in ((obs, host), (prompt, line(reset) + line(host) + suffix)):
+            assert bool(rendered.exact[row]) == (not cut), (text, host)
+            if not cut:
+                check_text(tokenizer, rendered, row, None, want)
+        assert bool(history.overflow[row]) == cut, text
