@@ -17,12 +17,16 @@ Conventions (the gymnax/Jumanji lineage, made stricter):
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
+
+from gemjax.checks import check_key, check_structure
 
 if TYPE_CHECKING:
     from gemjax.spaces import Space
@@ -105,7 +109,20 @@ class Environment(abc.ABC, Generic[TState, TParams]):
 
     Environments compare equal (and hash) by their static configuration, so jitted
     functions taking an env as a static argument are compiled once per configuration.
+
+    Every subclass's own ``reset`` and ``step`` check their inputs when traced (on
+    the host, never inside the compiled code): the key must be one PRNG key
+    (:func:`gemjax.checks.check_key`) and ``step``'s state one of this env's states
+    (:meth:`check_state`), so a wrong key or another game's state raises a
+    ``TypeError``/``ValueError`` that says so.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("reset", "step"):
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "__isabstractmethod__", False):
+                setattr(cls, name, _with_input_checks(method, check_state=name == "step"))
 
     messages: MessageTable
     suffix: Template
@@ -169,6 +186,24 @@ class Environment(abc.ABC, Generic[TState, TParams]):
         """The game's name (the class name)."""
         return type(self).__name__
 
+    def state_spec(self) -> Any:
+        """``jax.ShapeDtypeStruct`` pytree of an (unbatched) state (computed once)."""
+        spec = self.__dict__.get("_state_spec")  # never a wrapped env's (__getattr__)
+        if spec is None:
+            spec, _ = jax.eval_shape(self.reset, jax.random.key(0), self.default_params)
+            self.__dict__["_state_spec"] = spec
+        return spec
+
+    def check_state(self, state: Any) -> None:
+        """Raise unless ``state`` is a state of this env (its class, leaves, shapes and
+        dtypes; tracers too).
+
+        Raises:
+            TypeError, ValueError: it is not (another game's state, a dict, None, a
+                batch of states outside ``vmap``).
+        """
+        check_structure(state, self.state_spec(), f"a state of {self!r}")
+
     def observation_spec(self, params: TParams) -> Any:
         """``jax.ShapeDtypeStruct`` pytree of the observation (no computation)."""
         _, ts = jax.eval_shape(self.reset, jax.random.key(0), params)
@@ -184,16 +219,64 @@ class Environment(abc.ABC, Generic[TState, TParams]):
         return f"{self.name}{self.config}"
 
 
-def check_int_action(action: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+def _with_input_checks(method: Callable[..., Any], check_state: bool) -> Callable[..., Any]:
+    """``method`` (an env's ``reset`` or ``step``) checking its key, and with
+    ``check_state`` its state, before it runs."""
+
+    @functools.wraps(method)
+    def checked(self: Environment, key: Any, *args: Any, **kwargs: Any) -> Any:
+        check_key(key)
+        if check_state:
+            self.check_state(args[0] if args else kwargs["state"])
+        return method(self, key, *args, **kwargs)
+
+    return checked
+
+
+def saturate_action(action: Any) -> Any:
+    """A host action (NumPy array or scalar, Python int or list) as an int32 NumPy
+    array, values beyond int32 saturated; device arrays and tracers unchanged.
+
+    JAX converts 64-bit host integers to int32 by wrapping (``2**32 + 5`` becomes
+    5), so they are saturated here, before any conversion: call it on host actions
+    before passing them to jitted code.
+
+    Raises:
+        TypeError: the action holds something other than integers.
+    """
+    if isinstance(action, jax.Array):
+        return action
+    host = np.asarray(action)
+    if host.dtype == object:  # Python ints beyond int64
+        values = host.reshape(-1).tolist()
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            raise TypeError(f"actions must be integer arrays, got {action!r:.80}")
+        clipped = [min(max(v, -INT32_MAX - 1), INT32_MAX) for v in values]
+        return np.asarray(clipped, np.int32).reshape(host.shape)
+    if not np.issubdtype(host.dtype, np.integer):
+        return host  # rejected with its dtype by check_int_action
+    info = np.iinfo(host.dtype)
+    if info.max > INT32_MAX:
+        host = np.minimum(host, INT32_MAX)
+    if info.min < -INT32_MAX - 1:
+        host = np.maximum(host, -INT32_MAX - 1)
+    return host.astype(np.int32)
+
+
+def check_int_action(action: Any, shape: tuple[int, ...]) -> jax.Array:
     """Validate a kernel action's dtype and shape at trace time; return it as int32,
-    saturating values of wider integer types (uint32 above ``2**31 - 1``) instead of
-    wrapping them.
+    saturating values of wider integer types (int64, uint32, uint64, Python ints
+    beyond int32) instead of wrapping them.
+
+    A ``jax.jit`` call converts its 64-bit NumPy arguments to int32 before the kernel
+    sees them (wrapping, JAX's rule), so pass actions to jitted code as int32 (or
+    through :func:`saturate_action` first).
 
     Raises:
         TypeError: the action is not an integer array (a float or bool slipped in).
         ValueError: the action has the wrong shape.
     """
-    action = jnp.asarray(action)
+    action = jnp.asarray(saturate_action(action))
     if not jnp.issubdtype(action.dtype, jnp.integer) or action.dtype == jnp.bool_:
         raise TypeError(f"actions must be integer arrays, got dtype {action.dtype}")
     if action.shape != shape:

@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Event, TimeStep, check_int_action
+from gemjax.core import Event, TimeStep
 from gemjax.envs.words import LETTER_SYMBOLS, LETTERS, WordGame, WordGameParams
 from gemjax.rng import random_words
 from gemjax.tokenizer_bridge.grammar import IGNORECASE_EXTRA_LETTERS, BoxedLetters
@@ -227,8 +227,7 @@ class Hangman(WordGame[HangmanState]):
     def step(
         self, key: jax.Array, state: HangmanState, action: jax.Array, params: WordGameParams
     ) -> tuple[HangmanState, TimeStep]:
-        action = check_int_action(action, (self.size + 1,))
-        count, codes = action[0], jnp.clip(action[1:], 0, len(ALPHABET))
+        count, codes = self._split_action(action, len(ALPHABET))
         rewards, length, secret = params.rewards, state.word_length, state.secret
         turn = state.turn + 1
         used = jnp.arange(self.size) < length

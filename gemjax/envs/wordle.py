@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Event, TimeStep, check_int_action
+from gemjax.core import Event, TimeStep
 from gemjax.envs.words import LETTER_SYMBOLS, LETTERS, WordGame, WordGameParams
 from gemjax.rng import random_words
 from gemjax.tokenizer_bridge.grammar import WHITESPACE_BUT_SPACE, BoxedLetters
@@ -237,8 +237,7 @@ class Wordle(WordGame[WordleState]):
     def step(
         self, key: jax.Array, state: WordleState, action: jax.Array, params: WordGameParams
     ) -> tuple[WordleState, TimeStep]:
-        action = check_int_action(action, (self.size + 1,))
-        count, codes = action[0], jnp.clip(action[1:], 0, len(ALPHABET))
+        count, codes = self._split_action(action, len(ALPHABET))
         rewards, length = params.rewards, state.word_length
         turn = state.turn + 1
         used = jnp.arange(self.size) < length
