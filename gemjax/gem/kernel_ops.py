@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gemjax.checks import integer
 from gemjax.core import Environment, TimeStep
 from gemjax.gem.packing import Layout, pack, unpack
 from gemjax.rng import split as rng_split
@@ -93,6 +94,11 @@ class HostViews:
                 for name, (offset, shape) in self._suffix.items()
             }
         )
+
+    def message_name(self, lane: int) -> str:
+        """The name of the lane's message in the game's ``MessageTable``
+        (``"instructions"``, ``"success"``, ``"format_error"``, ...)."""
+        return self.env.messages.names[self._rows[lane][self._kind]]
 
     def outcome(self, lane: int) -> tuple[float, bool, bool]:
         """The lane's reward (as GEM's Python float), terminated and truncated."""
@@ -179,9 +185,19 @@ def _pack_params(env: Environment, params: Any) -> jax.Array:
     return pack(params)
 
 
-@functools.partial(jax.jit, static_argnums=0)
 def pack_state(env: Environment, state: Any) -> jax.Array:
-    """uint32 buffer of an unbatched state."""
+    """uint32 buffer of an unbatched state of ``env`` (checked on the host first).
+
+    Raises:
+        TypeError, ValueError: ``state`` is not a state of ``env`` (its class, leaves,
+            shapes or dtypes differ from what ``env.reset`` returns).
+    """
+    layouts(env).state.check(state, f"a state of {env!r}")
+    return _pack_state(env, state)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _pack_state(env: Environment, state: Any) -> jax.Array:
     return pack(state)
 
 
@@ -192,8 +208,12 @@ def unpack_state(env: Environment, buffer: jax.Array) -> Any:
 
 
 def seed_key(seed: int) -> jax.Array:
-    """The raw ``uint32[2]`` key of an integer seed (any Python int: reduced mod 2**32)."""
-    return jax.random.PRNGKey(int(seed) % 2**32)
+    """The raw ``uint32[2]`` key of an integer seed (any Python int: reduced mod 2**32).
+
+    Raises:
+        TypeError: ``seed`` is not an integer (a float or bool would be truncated).
+    """
+    return jax.random.PRNGKey(integer("seed", seed) % 2**32)
 
 
 def _reset(env: Environment, key: jax.Array, params: Any) -> tuple[jax.Array, jax.Array]:

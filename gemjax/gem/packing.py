@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gemjax.checks import check_structure
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -47,6 +49,16 @@ class Layout:
             offsets.append(total)
             total += math.prod(shape)
         return cls(treedef, shapes, dtypes, tuple(offsets), total)
+
+    def check(self, tree: Any, what: str) -> None:
+        """Raise unless ``tree`` has this layout (:func:`gemjax.checks.check_structure`:
+        the same pytree, leaf shapes and dtypes).
+
+        Raises:
+            TypeError, ValueError: it does not, naming the first leaf that differs.
+        """
+        leaves = [jax.ShapeDtypeStruct(s, d) for s, d in zip(self.shapes, self.dtypes, strict=True)]
+        check_structure(tree, jax.tree.unflatten(self.treedef, leaves), what)
 
 
 def _to_word(leaf: jax.Array) -> jax.Array:

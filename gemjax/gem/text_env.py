@@ -19,6 +19,20 @@ def fresh_seed() -> int:
     return secrets.randbits(63)
 
 
+def check_action_text(action: Any) -> str:
+    """``action`` if it is a response text (a ``str``).
+
+    Raises:
+        TypeError: anything else (bytes, None, a kernel action array).
+    """
+    if not isinstance(action, str):
+        raise TypeError(
+            f"an action is the model's response text (a str), got {type(action).__name__}; "
+            "kernel actions go to env.kernel.step"
+        )
+    return action
+
+
 class TextEnv:
     """One game with GEM's interface and GEM's exact strings.
 
@@ -29,8 +43,13 @@ class TextEnv:
 
     Attributes:
         kernel: the kernel env. params: its params. state: the current kernel state
-            (unbatched; assign a state to move the game, e.g. from a kernel rollout).
+            (unbatched; assign a state to move the game, e.g. from a kernel rollout:
+            anything but a state of this kernel, with its leaves' shapes and dtypes,
+            raises ``TypeError`` or ``ValueError``).
         env_id: the registered id, when made from one.
+        last_message: the name of the last reset's or step's message
+            (``kernel.messages.names``: ``"instructions"``, ``"success"``,
+            ``"format_error"``, ...), e.g. to say why an episode ended.
 
     Randomness is per env (a JAX key seeded by ``seed`` or ``reset(seed)``), not
     GEM's process-global ``random``; see docs/gem_differences.md.
@@ -73,15 +92,19 @@ class TextEnv:
         self._key, self._state_buffer, view = ops.reset_one(
             self.kernel, self._key, self._params_buffer
         )
-        return ops.HostViews(self.kernel, np.asarray(view)[None]).reset_result(0)
+        views = ops.HostViews(self.kernel, np.asarray(view)[None])
+        self.last_message = views.message_name(0)
+        return views.reset_result(0)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Play one turn with the model's raw response ``action``."""
-        parsed = self.kernel.grammar.parse(action)
+        parsed = self.kernel.grammar.parse(check_action_text(action))
         self._key, self._state_buffer, view = ops.step_one(
             self.kernel, self._key, self._state_buffer, parsed.action, self._params_buffer
         )
-        return ops.HostViews(self.kernel, np.asarray(view)[None]).step_result(0, parsed.echoes)
+        views = ops.HostViews(self.kernel, np.asarray(view)[None])
+        self.last_message = views.message_name(0)
+        return views.step_result(0, parsed.echoes)
 
     def sample_random_action(self) -> str:
         """A random well-formed response, drawn as GEM's game draws it."""

@@ -24,9 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gemjax.checks import integer
 from gemjax.core import Environment
 from gemjax.gem import kernel_ops as ops
-from gemjax.gem.text_env import fresh_seed
+from gemjax.gem.text_env import check_action_text, fresh_seed
 from gemjax.registry import make as make_kernel
 from gemjax.tokenizer_bridge.grammar import ParsedAction
 
@@ -145,7 +146,7 @@ class LaneEnv:
         ):
             self._location = "stepped"
             return plan.views.step_result(plan.slot, plan.parsed.echoes)  # type: ignore[union-attr]
-        parsed = self.kernel.grammar.parse(action)
+        parsed = self.kernel.grammar.parse(check_action_text(action))
         key, state = self._key_and_state(self._location)
         key, state, view = ops.step_one(
             self.kernel, key, state, parsed.action, self._group.params_buffer
@@ -210,13 +211,15 @@ class VectorEnv:
             raise ValueError("a vector env needs at least one env id")
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         env_kwargs = env_kwargs if env_kwargs is not None else [{} for _ in self.env_ids]
+        if len(env_kwargs) != self.num_envs:
+            raise ValueError(f"got {len(env_kwargs)} kwargs dicts for {self.num_envs} envs")
         seeds: list[int | None] = []
         self._groups: dict[Environment, _Group] = {}
         self._lanes: list[tuple[_Group, int]] = []
         for env_id, kwargs in zip(self.env_ids, env_kwargs, strict=True):
             kwargs = dict(kwargs)
             seed = kwargs.pop("seed", None)
-            seeds.append(fresh_seed() if seed is None else seed)
+            seeds.append(fresh_seed() if seed is None else integer("seed", seed))
             kernel = make_kernel(env_id, **kwargs)
             group = self._groups.setdefault(kernel, _Group(kernel))
             self._lanes.append((group, group.size))
@@ -270,12 +273,7 @@ class VectorEnv:
     ) -> tuple[list[str], list[dict[str, Any]]]:
         """GEM's ``reset``: a scalar seed ``s`` gives lane i ``s + i``, a list one seed
         per lane; None keeps each lane's own random stream."""
-        if seed is None:
-            seeds: list[int | None] = [None] * self.num_envs
-        elif isinstance(seed, int):
-            seeds = [seed + i for i in range(self.num_envs)]
-        else:
-            seeds = list(seed)
+        seeds = lane_seeds(seed, self.num_envs)
         if len(seeds) != self.num_envs:
             raise ValueError(f"got {len(seeds)} seeds for {self.num_envs} envs")
         plans: dict[int, _Plan] = {}
@@ -285,7 +283,7 @@ class VectorEnv:
             seeded = np.zeros(group.size, np.bool_)
             for i, slot in members:
                 if seeds[i] is not None:
-                    seed_array[slot], seeded[slot] = int(seeds[i]) % 2**32, True  # type: ignore[arg-type]
+                    seed_array[slot], seeded[slot] = seeds[i] % 2**32, True  # type: ignore[operator]
             group.prev_keys, group.prev_states = group.keys, group.states
             group.keys, group.states, views = ops.reset_batch(
                 group.kernel, group.keys, seed_array, seeded, group.params_buffer
@@ -306,14 +304,20 @@ class VectorEnv:
         step only those envs. Returns, per stepped env in the given order: observations,
         float64 rewards, terminated and truncated flags, infos."""
         if isinstance(actions, Mapping):
-            active = dict(actions)
+            active = {integer("an env index", i): action for i, action in actions.items()}
+        elif isinstance(actions, (str, bytes)) or not isinstance(actions, Sequence):
+            raise TypeError(
+                f"actions must be a list of strings, one per env, or {{index: string}}; "
+                f"got {type(actions).__name__}"
+            )
         else:
             if len(actions) != self.num_envs:
                 raise ValueError(f"got {len(actions)} actions for {self.num_envs} envs")
             active = dict(enumerate(actions))
-        for i in active:
+        for i, action in active.items():
             if not 0 <= i < self.num_envs:
                 raise IndexError(f"env index {i} out of range for {self.num_envs} envs")
+            check_action_text(action)
         same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
         if self._bare:  # no wrappers: what the batched call computed are the results
             results = self._step_bare(active, same_step)
@@ -432,6 +436,22 @@ class VectorEnv:
         return plans
 
 
+def lane_seeds(seed: Any, num_envs: int) -> list[int | None]:
+    """Per-lane seeds of a vector reset's ``seed``: None for every lane, an integer
+    ``s`` as ``s + i``, or a sequence of integers or None (its length is checked by
+    the caller).
+
+    Raises:
+        TypeError: a seed that is not an integer (a float, a bool, a string).
+    """
+    if seed is None:
+        return [None] * num_envs
+    if isinstance(seed, (str, bytes)) or not isinstance(seed, Sequence):
+        first = integer("seed", seed)
+        return [first + i for i in range(num_envs)]
+    return [None if s is None else integer("seed", s) for s in seed]
+
+
 def make_vec(
     env_ids: str | Sequence[str],
     wrappers: Sequence[Callable[[Any], Any]] | None = None,
@@ -446,6 +466,9 @@ def make_vec(
     is already faster than GEM's thread pool, so both modes run synchronously."""
     if isinstance(env_ids, str):
         env_ids = [env_ids]
+    seed = integer("seed", seed)
+    if vec_kwargs is not None and len(vec_kwargs) != len(env_ids):
+        raise ValueError(f"got {len(vec_kwargs)} vec_kwargs dicts for {len(env_ids)} env ids")
     per_env = []
     for i in range(len(env_ids)):
         env_kwargs = vec_kwargs[i] if vec_kwargs is not None else {}

@@ -185,9 +185,15 @@ def get_wrapper_fns(wrappers: str, tokenizer: Any = None) -> list[Callable[[Any]
     ``make_vec(wrappers=...)``, with ``tokenizer`` bound where it is needed.
 
     Raises:
+        TypeError: ``wrappers`` is not a string.
         ValueError: an unknown name; GEM's tool wrappers are named with a pointer
             to ``gem.tools.tool_env_wrapper.ToolEnvWrapper``, which wraps gemjax envs.
     """
+    if not isinstance(wrappers, str):
+        raise TypeError(
+            f"wrappers must be a comma-separated string such as 'concat,episode_tracking' "
+            f"(or '' for none), got {wrappers!r}"
+        )
     functions = []
     for name in filter(None, (part.strip() for part in wrappers.split(","))):
         if name in GEM_TOOL_WRAPPERS:
