@@ -1,16 +1,97 @@
-"""The ``gemjax`` command: ``list``, ``play ID``, ``bench``, ``train``."""
+"""The ``gemjax`` command: ``list``, ``play ID``, ``bench``, ``train``.
+
+A usage error (a bad flag, an unknown id, settings that do not fit together or do
+not match the run being resumed) prints one line saying what is wrong and what to
+do, and exits with status 2; ``--debug`` shows the traceback instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import re
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, NoReturn
 
 from gemjax.registry import list_envs, spec
 from gemjax.train.config import ALGOS, TrainConfig
+
+USAGE_ERROR = 2
+INTERRUPTED = 130  # the shell's status for a command ended by Ctrl-C
+
+
+class UsageError(Exception):
+    """A mistake in the command's input, reported as one line (exit status 2)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with each error on one line: the problem and where to look."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+# TrainConfig's field names as ``gemjax train`` spells them, for its error messages.
+TRAIN_FLAGS = {
+    "env_id": "--env",
+    "algo": "--algo",
+    "gamma": "--gamma",
+    "seed": "--seed",
+    "hidden": "--hidden",
+    "num_updates": "--updates",
+    "num_episodes": "--episodes",
+    "num_transitions": "--transitions",
+    "group_size": "--group-size",
+    "learning_rate": "--lr",
+    "ent_coef": "--ent-coef",
+    "clip_eps": "--clip-eps",
+    "update_epochs": "--epochs",
+    "num_minibatches": "--minibatches",
+    "eval_every": "--eval-every",
+    "eval_episodes": "--eval-episodes",
+    "checkpoint_every": "--checkpoint-every",
+    "TrainConfig.horizon": "--horizon",
+    "horizon": "--horizon",
+}
+
+
+@contextlib.contextmanager
+def user_input(flags: dict[str, str] | None = None) -> Iterator[None]:
+    """Report the ``ValueError``/``TypeError`` of checks on the user's input (an id,
+    a config, a run directory) as a :class:`UsageError`, with the names in ``flags``
+    replaced by the command's flags."""
+    try:
+        yield
+    except (ValueError, TypeError) as error:
+        message = str(error)
+        for name, flag in (flags or {}).items():
+            message = re.sub(rf"(?<![\w.-]){re.escape(name)}\b", flag, message)
+        raise UsageError(message) from error
+
+
+def positive(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def env_id_of(text: str) -> str:
+    """argparse type: a registered env id (else the error names the closest ids)."""
+    try:
+        spec(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def cmd_list(_: argparse.Namespace) -> int:
@@ -22,7 +103,8 @@ def cmd_list(_: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    """Play one episode in the terminal with GEM's exact text."""
+    """Play one episode in the terminal with GEM's exact text; at the end, say that
+    the game has ended and why (the last message's name and the flags)."""
     from gemjax.gem import make
 
     env = make(args.env_id, seed=args.seed)
@@ -40,6 +122,8 @@ def cmd_play(args: argparse.Namespace) -> int:
         obs, reward, terminated, truncated, info = env.step(action)
         print(obs)
         print(f"[reward {reward}, terminated {terminated}, truncated {truncated}]")
+    ending = "truncated at the turn limit" if truncated else "terminated"
+    print(f"The game has ended ({env.last_message.replace('_', ' ')}; {ending}).")
     return 0
 
 
@@ -83,7 +167,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
     """The :class:`~gemjax.train.TrainConfig` of ``gemjax train``'s arguments (PPO
     defaults to clip 0.2, 4 epochs of 4 minibatches)."""
     ppo = args.algo == "ppo"
-    overrides = {
+    overrides: dict[str, Any] = {
         "env_id": args.env,
         "algo": args.algo,
         "gamma": args.gamma,
@@ -96,34 +180,56 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         "learning_rate": args.lr,
         "ent_coef": args.ent_coef,
         "clip_eps": args.clip_eps if args.clip_eps is not None else (0.2 if ppo else None),
-        "update_epochs": args.epochs or (4 if ppo else None),
-        "num_minibatches": args.minibatches or (4 if ppo else None),
+        "update_epochs": args.epochs if args.epochs is not None else (4 if ppo else None),
+        "num_minibatches": (
+            args.minibatches if args.minibatches is not None else (4 if ppo else None)
+        ),
         "mask_invalid": args.mask_invalid,
         "eval_every": args.eval_every,
         "eval_episodes": args.eval_episodes,
     }
-    return dataclasses.replace(
-        TrainConfig(), **{k: v for k, v in overrides.items() if v is not None}
-    )
+    with user_input(TRAIN_FLAGS):
+        config = dataclasses.replace(
+            TrainConfig(), **{k: v for k, v in overrides.items() if v is not None}
+        )
+        if args.transitions is None:
+            config = fit_default_transitions(config)
+    return config
+
+
+def fit_default_transitions(config: TrainConfig) -> TrainConfig:
+    """``config`` learning on every turn when a rollout holds fewer turns than the
+    default ``num_transitions`` (GuessTheNumber-hard: 128 episodes x 7 turns), so
+    the defaults train every registered id."""
+    from gemjax.registry import make
+    from gemjax.train.trainer import horizon_of
+
+    turns = config.num_episodes * horizon_of(config, make(config.env_id))
+    if config.num_transitions is not None and config.num_transitions > turns:
+        return dataclasses.replace(config, num_transitions=None)
+    return config
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train a policy on a game; write metrics, a plot and checkpoints to ``--out``."""
     import jax
 
+    if not args.out.strip():
+        raise UsageError("--out must name a run directory, got an empty string")
+    config = train_config(args)
     if args.distributed:
         jax.distributed.initialize()
     from gemjax.train.host import device_mesh, run
 
-    config = train_config(args)
-    result = run(
-        config,
-        Path(args.out),
-        seed=args.seed,
-        mesh=device_mesh(),
-        checkpoint_every=args.checkpoint_every,
-        progress=not args.no_progress,
-    )
+    with user_input(TRAIN_FLAGS):
+        result = run(
+            config,
+            Path(args.out),
+            seed=args.seed,
+            mesh=device_mesh(),
+            checkpoint_every=args.checkpoint_every,
+            progress=not args.no_progress,
+        )
     from gemjax.train import greedy_transcript, make_train
     from gemjax.train.play import binary_search_optimum
 
@@ -147,44 +253,59 @@ def cmd_train(args: argparse.Namespace) -> int:
 def add_train_parser(commands: argparse._SubParsersAction) -> None:
     """The ``train`` subcommand (unset options take :class:`TrainConfig`'s defaults)."""
     train = commands.add_parser("train", help="train a policy on a game (on device)")
-    train.add_argument("--env", default=TrainConfig.env_id, help="env id")
+    train.add_argument("--env", type=env_id_of, default=TrainConfig.env_id, help="env id")
     train.add_argument("--algo", choices=ALGOS, default=TrainConfig.algo)
     train.add_argument("--gamma", type=float, default=TrainConfig.gamma)
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--out", required=True, help="run directory (resumed if present)")
-    train.add_argument("--updates", type=int, help="total updates")
-    train.add_argument("--episodes", type=int, help="episodes per update")
-    train.add_argument("--transitions", type=int, help="learning transitions per update")
-    train.add_argument("--horizon", type=int, help="rollout turns (default: max_turns)")
-    train.add_argument("--group-size", type=int, help="GRPO episodes per initial state")
-    train.add_argument("--hidden", type=int, nargs="+", help="MLP hidden widths")
+    train.add_argument(
+        "--out",
+        required=True,
+        help="run directory (resumed if present, with the same settings; --updates may grow)",
+    )
+    train.add_argument("--updates", type=positive, help="total updates")
+    train.add_argument("--episodes", type=positive, help="episodes per update")
+    train.add_argument(
+        "--transitions",
+        type=positive,
+        help="learning transitions per update (default 1024, or every turn when fewer)",
+    )
+    train.add_argument("--horizon", type=positive, help="rollout turns (default: max_turns)")
+    train.add_argument("--group-size", type=positive, help="GRPO episodes per initial state")
+    train.add_argument("--hidden", type=positive, nargs="+", help="MLP hidden widths")
     train.add_argument("--lr", type=float, help="AdamW learning rate")
     train.add_argument("--ent-coef", type=float, help="entropy bonus")
     train.add_argument("--clip-eps", type=float, help="PPO-style ratio clipping")
-    train.add_argument("--epochs", type=int, help="passes over each rollout")
-    train.add_argument("--minibatches", type=int, help="minibatches per pass")
+    train.add_argument("--epochs", type=positive, help="passes over each rollout")
+    train.add_argument("--minibatches", type=positive, help="minibatches per pass")
     train.add_argument("--mask-invalid", action="store_true", help="mask invalid actions")
-    train.add_argument("--eval-every", type=int, help="updates per chunk and evaluation")
-    train.add_argument("--eval-episodes", type=int, help="greedy evaluation episodes")
-    train.add_argument("--checkpoint-every", type=int, default=10, help="chunks per checkpoint")
+    train.add_argument("--eval-every", type=positive, help="updates per chunk and evaluation")
+    train.add_argument("--eval-episodes", type=positive, help="greedy evaluation episodes")
+    train.add_argument(
+        "--checkpoint-every", type=positive, default=10, help="chunks per checkpoint"
+    )
     train.add_argument("--distributed", action="store_true", help="jax.distributed (multi-host)")
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (never shown off a terminal)"
+    )
     train.set_defaults(run=cmd_train)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``gemjax`` command."""
-    parser = argparse.ArgumentParser(prog="gemjax", description=__doc__)
+    parser = Parser(prog="gemjax", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="list registered env ids").set_defaults(run=cmd_list)
     play = commands.add_parser("play", help="play a game in the terminal")
-    play.add_argument("env_id")
+    play.add_argument("env_id", type=env_id_of)
     play.add_argument("--seed", type=int, default=None)
     play.set_defaults(run=cmd_play)
     bench = commands.add_parser("bench", help="kernel throughput of batched random rollouts")
-    bench.add_argument("--env", action="append", help="env id (repeatable; default: all)")
-    bench.add_argument("--batch-sizes", type=int, nargs="+", default=[4096])
-    bench.add_argument("--steps", type=int, default=200, help="scan steps per rollout")
+    bench.add_argument(
+        "--env", type=env_id_of, action="append", help="env id (repeatable; default: all)"
+    )
+    bench.add_argument("--batch-sizes", type=positive, nargs="+", default=[4096])
+    bench.add_argument("--steps", type=positive, default=200, help="scan steps per rollout")
     bench.add_argument("--json", help="also write the rows to this JSON file")
     bench.set_defaults(run=cmd_bench)
     add_train_parser(commands)
@@ -192,9 +313,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``gemjax`` command."""
-    args = build_parser().parse_args(argv)
-    return args.run(args)
+    """Entry point of the ``gemjax`` command: the command's exit status (2 for a
+    usage error, printed as one line on stderr; 130 after Ctrl-C, quietly)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # argparse: --help, or a one-line usage error
+        return int(done.code or 0)
+    try:
+        return args.run(args)
+    except UsageError as error:
+        if args.debug:
+            traceback.print_exc()
+        print(f"gemjax {args.command}: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -5,8 +5,6 @@ import json
 import re
 from contextlib import redirect_stdout
 
-import pytest
-
 import gemjax
 from gemjax import cli
 
@@ -47,9 +45,12 @@ def test_play_stops_cleanly_at_end_of_input(monkeypatch):
     assert out.endswith("Enter your next guess.\n> \n")
 
 
-def test_play_unknown_id_is_a_clear_error(monkeypatch):
-    with pytest.raises(ValueError, match="Did you mean 'game:GuessTheNumber-v0-easy'"):
-        run(["play", "game:GuessTheNumber-v0-eazy"], stdin="", monkeypatch=monkeypatch)
+def test_play_unknown_id_is_a_clear_error(monkeypatch, capsys):
+    status, _ = run(["play", "game:GuessTheNumber-v0-eazy"], stdin="", monkeypatch=monkeypatch)
+    assert status == 2
+    error = capsys.readouterr().err
+    assert "Did you mean 'game:GuessTheNumber-v0-easy'" in error
+    assert error.count("\n") == 1 and "Traceback" not in error
 
 
 def test_bench_prints_table_episode_and_writes_json(tmp_path):
@@ -76,3 +77,36 @@ def test_bench_prints_table_episode_and_writes_json(tmp_path):
     assert rows[0]["steps_per_second"] > 0
     # 160 random lane-steps on a 4-turn game finish episodes.
     assert rows[0]["episodes"] > 0
+
+
+def test_play_says_that_the_game_ended_and_why(monkeypatch):
+    _, out = run(
+        ["play", "game:GuessTheNumber-v0-easy", "--seed", "3"],
+        stdin="\\boxed{0}\n",
+        monkeypatch=monkeypatch,
+    )
+    assert out.endswith("The game has ended (format error; terminated).\n")
+    _, out = run(
+        ["play", "game:GuessTheNumber-v0-easy", "--seed", "3"],
+        stdin="".join(f"\\boxed{{{n}}}\n" for n in (11, 12, 13, 14)),
+        monkeypatch=monkeypatch,
+    )
+    assert out.endswith("The game has ended (max turns; truncated at the turn limit).\n")
+
+
+def test_ctrl_c_in_play_exits_quietly(monkeypatch, capsys):
+    def interrupted(prompt: str) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("builtins.input", interrupted)
+    assert cli.main(["play", "game:GuessTheNumber-v0-easy"]) == 130
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "KeyboardInterrupt" not in captured.err
+    assert captured.out.startswith("You are playing Guess The Number.\n")
+
+
+def test_an_unknown_env_writes_no_run_directory(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert cli.main(["train", "--env", "game:NoSuchGame-v0", "--out", str(out)]) == 2
+    assert "unknown environment id" in capsys.readouterr().err
+    assert not out.exists()

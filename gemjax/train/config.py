@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
+
+from gemjax.checks import boolean, integer, real
 
 Algo = Literal["rebn", "reinforce", "grpo", "ppo"]
 ALGOS: tuple[Algo, ...] = ("rebn", "reinforce", "grpo", "ppo")
@@ -75,17 +78,32 @@ class TrainConfig:
     eval_episodes: int = 1024
 
     def __post_init__(self) -> None:
+        """Check every field's type and range (a clear error here, never a crash or a
+        silently converted value inside the trainer).
+
+        Raises:
+            TypeError: a field of the wrong type (a float count, a bool width).
+            ValueError: a value outside its range, or fields that do not fit together.
+        """
         if self.algo not in ALGOS:
             raise ValueError(f"algo must be one of {ALGOS}, got {self.algo!r}")
-        if not 0.0 < self.gamma <= 1.0:
-            raise ValueError(f"gamma must lie in (0, 1], got {self.gamma}")
-        positive = ("num_updates", "num_episodes", "group_size", "update_epochs")
-        positive += ("num_minibatches", "eval_every", "eval_episodes")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.horizon is not None and self.horizon < 1:
-            raise ValueError(f"horizon must be >= 1, got {self.horizon}")
+        if not isinstance(self.env_id, str) or not self.env_id:
+            raise TypeError(f"env_id must be a registered id, got {self.env_id!r}")
+        counts = ("num_updates", "num_episodes", "group_size", "update_epochs")
+        counts += ("num_minibatches", "eval_every", "eval_episodes")
+        optional = {"horizon": self.horizon, "num_transitions": self.num_transitions}
+        for name, value in [(n, getattr(self, n)) for n in counts] + list(optional.items()):
+            if value is not None and integer(name, value) < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if not isinstance(self.hidden, tuple) or not self.hidden:
+            raise TypeError(f"hidden must be a non-empty tuple of widths, got {self.hidden!r}")
+        for width in self.hidden:
+            if integer("hidden width", width) < 1:
+                raise ValueError(f"hidden widths must be >= 1, got {self.hidden}")
+        if integer("code_bits", self.code_bits) < 0:
+            raise ValueError(f"code_bits must be >= 0, got {self.code_bits}")
+        boolean("mask_invalid", self.mask_invalid)
+        self._check_reals()
         if self.num_updates % self.eval_every:
             raise ValueError("num_updates must be a multiple of eval_every")
         if self.num_transitions is not None and self.num_transitions % self.num_minibatches:
@@ -94,3 +112,25 @@ class TrainConfig:
             raise ValueError("num_episodes must be a multiple of group_size for grpo")
         if self.algo == "ppo" and self.clip_eps is None:
             raise ValueError("ppo needs clip_eps")
+
+    def _check_reals(self) -> None:
+        """The float fields: finite, and within their ranges."""
+        ranges = {  # name: (low, low included, high)
+            "gamma": (0.0, False, 1.0),
+            "learning_rate": (0.0, False, math.inf),
+            "weight_decay": (0.0, True, math.inf),
+            "max_grad_norm": (0.0, False, math.inf),
+            "ent_coef": (0.0, True, math.inf),
+            "gae_lambda": (0.0, True, 1.0),
+            "vf_coef": (0.0, True, math.inf),
+            "clip_eps": (0.0, False, math.inf),
+        }
+        for name, (low, closed, high) in ranges.items():
+            value = getattr(self, name)
+            if value is None and name == "clip_eps":
+                continue
+            value = real(name, value)
+            if not ((low <= value) if closed else (low < value)) or value > high:
+                opening, closing = "[" if closed else "(", ")" if high == math.inf else "]"
+                interval = f"{opening}{low}, {high}{closing}"
+                raise ValueError(f"{name} must lie in {interval}, got {value}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,20 @@ import orbax.checkpoint as ocp
 from jax.sharding import Mesh
 from tqdm import tqdm
 
+from gemjax.checks import integer
 from gemjax.train.config import TrainConfig
 from gemjax.train.trainer import BATCH_AXIS, ChunkMetrics, TrainState, make_train
 
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "learning_curve.png"
 CHECKPOINT_DIR = "checkpoints"
+CONFIG_FILE = "config.json"
+# Fields a resume may change: a longer run (never below the updates already done).
+RESUMABLE = frozenset({"num_updates"})
+
+
+class RunMismatch(ValueError):
+    """A run directory that cannot be resumed with the given settings."""
 
 
 def device_mesh() -> Mesh | None:
@@ -111,11 +120,89 @@ def plot_learning_curve(records: list[dict[str, Any]], path: Path, title: str) -
 
 
 def _read_records(path: Path, up_to: int) -> list[dict[str, Any]]:
-    """The JSONL rows of updates ``<= up_to`` (a resumed run drops later ones)."""
+    """The JSONL rows of updates ``<= up_to`` (a resumed run drops later ones, and a
+    last line cut short by an interrupted write).
+
+    Raises:
+        RunMismatch: a line before the last is not a JSON row.
+    """
     if not path.exists():
         return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(lines, 1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break  # the partial last line of an interrupted run
+            raise RunMismatch(
+                f"{path} line {number} is not a JSON row: repair or delete the file"
+            ) from None
     return [r for r in rows if r["update"] <= up_to]
+
+
+def run_settings(config: TrainConfig, seed: int) -> dict[str, Any]:
+    """What ``config.json`` records: every config field and the seed, as JSON reads
+    them back (tuples as lists)."""
+    return json.loads(json.dumps({**dataclasses.asdict(config), "seed": seed}))
+
+
+def check_resume(out_dir: Path, config: TrainConfig, seed: int, done: int | None) -> None:
+    """Raise unless the run in ``out_dir`` (if any) can go on under ``config`` and
+    ``seed``: every setting equal to the recorded ones, but for :data:`RESUMABLE`,
+    and ``num_updates`` at least the ``done`` updates of its latest checkpoint.
+
+    Raises:
+        RunMismatch: with each changed setting and what to do.
+    """
+    path = out_dir / CONFIG_FILE
+    if not path.exists():
+        if done is not None:
+            raise RunMismatch(
+                f"{out_dir} holds checkpoints but no {CONFIG_FILE}: train into a new --out"
+            )
+        return
+    try:
+        saved = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        raise RunMismatch(f"{path} is not JSON: repair it, or train into a new --out") from None
+    settings = run_settings(config, seed)
+    changed = [
+        f"{name} {saved.get(name)!r} -> {settings.get(name)!r}"
+        for name in sorted(set(saved) | set(settings))
+        if name not in RESUMABLE and saved.get(name) != settings.get(name)
+    ]
+    if changed:
+        raise RunMismatch(
+            f"{out_dir} holds a run with other settings ({'; '.join(changed)}): resume it "
+            "with the same settings (only --updates may change, to a longer run), or "
+            "train into a new --out"
+        )
+    if done is not None and config.num_updates < done:
+        raise RunMismatch(
+            f"{out_dir} is at update {done}, past num_updates {config.num_updates}: ask "
+            f"for at least {done} updates, or train into a new --out"
+        )
+
+
+def _restore(manager: ocp.CheckpointManager, state: TrainState, out_dir: Path) -> TrainState:
+    """The latest checkpoint of ``manager``, in ``state``'s structure.
+
+    Raises:
+        RunMismatch: it does not fit (a checkpoint of another model), with the cause
+            in one line rather than orbax's traceback.
+    """
+    step = manager.latest_step()
+    try:
+        restored = manager.restore(step, args=ocp.args.StandardRestore(to_checkpoint(state)))
+    except Exception as error:  # orbax raises many types; each means "does not fit"
+        cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise RunMismatch(
+            f"the checkpoint at update {step} in {out_dir} does not fit this model ({cause}): "
+            "train into a new --out"
+        ) from error
+    return from_checkpoint(restored)
 
 
 @dataclasses.dataclass
@@ -145,41 +232,62 @@ def run(
     progress: bool = True,
 ) -> RunResult:
     """Train ``config.num_updates`` updates into ``out_dir``, resuming from its latest
-    checkpoint if any (the config must match but for ``num_updates``).
+    checkpoint if any: every setting must equal the recorded ones but for
+    ``num_updates``, which may grow (:func:`check_resume`).
 
     Writes ``metrics.jsonl`` (one row per chunk of ``eval_every`` updates, see
     :func:`chunk_record`), ``learning_curve.png``, ``config.json`` and orbax
     checkpoints under ``checkpoints/`` every ``checkpoint_every`` chunks and at the end.
+    ``progress``: a progress bar on stderr, shown only when stderr is a terminal.
+
+    Raises:
+        ValueError: an impossible config (:func:`make_train`) or ``checkpoint_every``;
+            :class:`RunMismatch`: ``out_dir`` holds a run that cannot go on under
+            these settings. Both before anything is written.
     """
+    if integer("checkpoint_every", checkpoint_every) < 1:
+        raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+    trainer = make_train(config, mesh)  # before any file: a bad config writes nothing
+    checkpoints = (out_dir / CHECKPOINT_DIR).absolute()
+    done = None
+    if checkpoints.exists():
+        with ocp.CheckpointManager(checkpoints) as reader:
+            done = reader.latest_step()
+    check_resume(out_dir, config, seed, done)
     out_dir.mkdir(parents=True, exist_ok=True)
-    trainer = make_train(config, mesh)
     state = jax.jit(trainer.init)(jax.random.key(seed))
     manager = ocp.CheckpointManager(
-        (out_dir / CHECKPOINT_DIR).absolute(), options=ocp.CheckpointManagerOptions(max_to_keep=2)
+        checkpoints, options=ocp.CheckpointManagerOptions(max_to_keep=2)
     )
     if manager.latest_step() is not None:
-        restored = manager.restore(
-            manager.latest_step(), args=ocp.args.StandardRestore(to_checkpoint(state))
-        )
-        state = from_checkpoint(restored)
-    (out_dir / "config.json").write_text(
-        json.dumps({**dataclasses.asdict(config), "seed": seed}, indent=2) + "\n"
-    )
+        try:
+            state = _restore(manager, state, out_dir)
+        except RunMismatch:
+            manager.close()
+            raise
+    (out_dir / CONFIG_FILE).write_text(json.dumps(run_settings(config, seed), indent=2) + "\n")
     metrics_path = out_dir / METRICS_FILE
     start = int(state.update)
     records = _read_records(metrics_path, start)
     metrics_path.write_text("".join(json.dumps(r) + "\n" for r in records))
 
-    compile_start = time.perf_counter()
-    chunk = jax.jit(trainer.chunk).lower(state).compile()
-    compile_seconds = time.perf_counter() - compile_start
     steps_per_chunk = config.eval_every * trainer.env_steps_per_update
     run_seconds = 0.0
     chunks = 0
     with (
-        tqdm(total=config.num_updates, initial=start, disable=not progress, unit="upd") as bar,
+        tqdm(
+            total=config.num_updates,
+            initial=start,
+            disable=not (progress and sys.stderr.isatty()),
+            unit="upd",
+            desc=f"{config.env_id} (compiling)",
+        ) as bar,
         metrics_path.open("a") as sink,
     ):
+        compile_start = time.perf_counter()
+        chunk = jax.jit(trainer.chunk).lower(state).compile()
+        compile_seconds = time.perf_counter() - compile_start
+        bar.set_description(config.env_id)
         while int(state.update) < config.num_updates:
             tick = time.perf_counter()
             state, metrics = chunk(state)

@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -127,17 +128,41 @@ def advantages_and_targets(config: TrainConfig, traj: Trajectory) -> tuple[jax.A
 
 
 def horizon_of(config: TrainConfig, env: Environment) -> int:
-    """``config.horizon``, else the env's ``max_turns`` parameter.
+    """``config.horizon``, else the largest ``max_turns`` in the env's params (a
+    field of that name anywhere in them: a word game keeps its turn limits in its
+    bank).
 
     Raises:
         ValueError: neither is available.
     """
     if config.horizon is not None:
         return config.horizon
-    max_turns = getattr(env.default_params, "max_turns", None)
-    if max_turns is None:
-        raise ValueError(f"{env.name} has no max_turns param: set TrainConfig.horizon")
-    return int(max_turns)
+    leaves, _ = jax.tree_util.tree_flatten_with_path(env.default_params)
+    limits = [
+        int(np.max(leaf)) for path, leaf in leaves if getattr(path[-1], "name", None) == "max_turns"
+    ]
+    if not limits:
+        raise ValueError(
+            f"{env.name} has no max_turns param: give the rollout's turns "
+            "(gemjax train --horizon N, TrainConfig.horizon)"
+        )
+    return max(limits)
+
+
+def check_transitions(config: TrainConfig, horizon: int) -> None:
+    """Raise unless ``config.num_transitions`` fits in a rollout of
+    ``num_episodes * horizon`` turns.
+
+    Raises:
+        ValueError: it does not, with what to change.
+    """
+    turns = config.num_episodes * horizon
+    if config.num_transitions is not None and config.num_transitions > turns:
+        raise ValueError(
+            f"num_transitions {config.num_transitions} is more than the {turns} turns a "
+            f"rollout holds ({config.num_episodes} episodes x {horizon} turns): lower "
+            "--transitions, or raise --episodes or --horizon"
+        )
 
 
 def batch_constraint(mesh: Mesh | None) -> Constrain:
@@ -342,7 +367,8 @@ def make_train(config: TrainConfig, mesh: Mesh | None = None) -> Trainer:
 
     Raises:
         ValueError: the env lacks ``valid_action_mask`` while ``mask_invalid`` is set,
-            the batch does not divide over the mesh, or the action space has no
+            the batch does not divide over the mesh, ``num_transitions`` is more than
+            a rollout's turns (:func:`check_transitions`), or the action space has no
             categorical head (:meth:`FactoredCategorical.of`).
     """
     env = make(config.env_id)
@@ -353,6 +379,7 @@ def make_train(config: TrainConfig, mesh: Mesh | None = None) -> Trainer:
         if config.num_episodes % size or config.eval_episodes % size:
             raise ValueError(f"num_episodes and eval_episodes must divide by {size} devices")
     horizon = horizon_of(config, env)
+    check_transitions(config, horizon)
     head = FactoredCategorical.of(env.action_space(env.default_params))
     model = ActorCritic(
         num_logits=head.num_logits, hidden=config.hidden, critic=config.algo == "ppo"

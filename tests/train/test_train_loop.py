@@ -2,7 +2,8 @@
 
 import io
 import json
-from contextlib import redirect_stdout
+import re
+from contextlib import redirect_stderr, redirect_stdout
 
 import jax
 import jax.numpy as jnp
@@ -11,7 +12,7 @@ import pytest
 
 from gemjax import cli, make
 from gemjax.train import ALGOS, make_train
-from gemjax.train.host import run
+from gemjax.train.host import RunMismatch, run
 from gemjax.train.play import binary_search_mean_turns, binary_search_optimum
 
 
@@ -71,6 +72,56 @@ def test_resume_equals_training_straight(tiny, tmp_path):
     assert [r["update"] for r in resumed.records] == [2, 4]
 
 
+def test_resume_refuses_other_settings_and_keeps_the_run(tiny, tmp_path):
+    out = tmp_path / "run"
+    run(tiny(), out, seed=1, progress=False)
+    saved = (out / "config.json").read_text()
+    changes = [
+        (tiny(gamma=0.5), 1, "gamma 0.9 -> 0.5"),
+        (tiny(algo="reinforce"), 1, "algo 'rebn' -> 'reinforce'"),
+        (tiny(), 2, "seed 1 -> 2"),
+        (tiny(learning_rate=1e-3), 1, "learning_rate 0.002 -> 0.001"),
+        (tiny(hidden=(8,)), 1, "hidden [16] -> [8]"),
+        (tiny(num_updates=2), 1, "at update 4, past num_updates 2"),
+    ]
+    for config, seed, message in changes:
+        with pytest.raises(RunMismatch, match=re.escape(message)):
+            run(config, out, seed=seed, progress=False)
+    assert (out / "config.json").read_text() == saved
+    longer = run(tiny(num_updates=6), out, seed=1, progress=False)  # safe: a longer run
+    assert [r["update"] for r in longer.records] == [2, 4, 6]
+    # A checkpoint that no longer fits the recorded model is one clear error.
+    (out / "config.json").write_text(
+        json.dumps({**json.loads(saved), "hidden": [8], "num_updates": 8})
+    )
+    with pytest.raises(RunMismatch, match="does not fit this model"):
+        run(tiny(hidden=(8,), num_updates=8), out, seed=1, progress=False)
+    (out / "config.json").unlink()
+    with pytest.raises(RunMismatch, match="holds checkpoints but no config"):
+        run(tiny(num_updates=8), out, seed=1, progress=False)
+
+
+def test_resume_drops_a_partial_last_metrics_line(tiny, tmp_path):
+    out = tmp_path / "run"
+    run(tiny(num_updates=2), out, seed=1, progress=False)
+    with (out / "metrics.jsonl").open("a") as sink:
+        sink.write('{"update": 4, "env_st')  # an interrupted write
+    resumed = run(tiny(), out, seed=1, progress=False)
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["update"] for line in lines] == [2, 4]
+    assert [r["update"] for r in resumed.records] == [2, 4]
+
+
+def test_a_bad_config_writes_nothing(tiny, tmp_path):
+    with pytest.raises(ValueError, match="unknown environment id"):
+        run(tiny(env_id="game:NoSuchGame-v0"), tmp_path / "a", progress=False)
+    with pytest.raises(ValueError, match="checkpoint_every must be >= 1"):
+        run(tiny(), tmp_path / "b", checkpoint_every=0, progress=False)
+    with pytest.raises(ValueError, match="more than the 64 turns"):
+        run(tiny(num_transitions=128), tmp_path / "c", progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cli_train_writes_metrics_plot_and_checkpoint(tmp_path):
     out = tmp_path / "run"
     argv = ["train", "--env", "game:GuessTheNumber-v0-easy", "--out", str(out)]
@@ -90,6 +141,18 @@ def test_cli_train_writes_metrics_plot_and_checkpoint(tmp_path):
     assert json.loads((out / "config.json").read_text())["num_updates"] == 4
     assert "greedy success" in printed.getvalue()
     assert "(binary-search optimum 2.90)" in printed.getvalue()  # 1..10
+    # Resuming with other settings, or fewer updates than done, is one line, status 2,
+    # and leaves the run as it was.
+    saved = (out / "config.json").read_text()
+    changes = [["--gamma", "0.5"], ["--algo", "reinforce"], ["--seed", "2"], ["--lr", "0.01"]]
+    changes += [["--hidden", "8"], ["--env", "game:GuessTheNumber-v0-hard"], ["--updates", "2"]]
+    for change in changes:
+        with redirect_stderr(io.StringIO()) as error:
+            assert cli.main(argv + change) == 2, change
+        assert error.getvalue().count("\n") == 1 and "Traceback" not in error.getvalue()
+        assert change[0] in error.getvalue() or "at update 4" in error.getvalue(), change
+        assert "new --out" in error.getvalue()
+    assert (out / "config.json").read_text() == saved
 
 
 def test_binary_search_optimum_of_guess_the_number():
