@@ -1,0 +1,237 @@
+"""The causal-LM policy interface, and a small decoder-only transformer on it.
+
+Any JAX language model can be gemjax's token agent if it looks like the LLM code of
+the JAX ecosystem (Tunix's Flax NNX Qwen3, Gemma): a :class:`CausalLM` is an
+``nnx.Module`` with
+
+* ``model(tokens, positions, cache, attention_mask) -> (logits, cache)``:
+  ``tokens`` int32[B, L] tokenizer ids, ``positions`` int32[B, L] their positions in
+  the sequence. With a cache (from ``init_cache``), each token's keys and values are
+  written into slot ``positions[b, i]`` of lane ``b`` first (slots past the cache are
+  dropped), and ``attention_mask`` bool[B, L, S] says which of the ``S`` slots query
+  ``i`` may read; without one (``None``) the keys are the ``L`` tokens themselves and
+  the mask is bool[B, L, L]. ``logits`` float32[B, L, V] are over the model's rows.
+* ``init_cache(batch, length) -> cache``: an empty cache of ``length`` slots a lane
+  (a pytree of arrays).
+* ``token_ids``: int32[V], the tokenizer id of each row of the embedding and of the
+  logits (``arange(V)`` for a model over a tokenizer's whole vocabulary), sorted.
+
+The token rollout (:mod:`gemjax.train.token_rollout`) lays each episode out with
+slot = position, so a query at position ``p`` reads the slots ``<= p``
+(:func:`causal_mask`), and a step that re-encodes the end of a prompt simply
+overwrites its slots.
+
+:class:`TinyLM` is a from-scratch model on this interface: pre-norm blocks of
+RMSNorm, multi-head attention with rotary position embeddings and a SwiGLU MLP, over
+a compact vocabulary (the bridge's ``vocab``: a few hundred tokenizer ids), so its
+sampled rows decode with the real tokenizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+MASKED_SCORE = -1e30
+
+
+@runtime_checkable
+class CausalLM(Protocol):
+    """What the token rollout needs of a model (see the module docstring)."""
+
+    token_ids: np.ndarray
+
+    def __call__(
+        self,
+        tokens: jax.Array,
+        positions: jax.Array,
+        cache: Any,
+        attention_mask: jax.Array,
+    ) -> tuple[jax.Array, Any]: ...
+
+    def init_cache(self, batch: int, length: int) -> Any: ...
+
+
+class LayerCache(NamedTuple):
+    """Keys and values of one attention layer: float32[B, S, heads, head_dim] each."""
+
+    k: jax.Array
+    v: jax.Array
+
+
+def causal_mask(positions: jax.Array, slots: int) -> jax.Array:
+    """bool[B, L, slots]: query ``i`` of lane ``b`` reads slot ``j`` iff
+    ``j <= positions[b, i]`` (the layout where a token's slot is its position)."""
+    return jnp.arange(slots)[None, None, :] <= positions[:, :, None]
+
+
+def rotary(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
+    """Rotary position embedding of float32[B, L, H, D] ``x`` at int32[B, L]
+    ``positions`` (the two halves of the last axis rotate as pairs)."""
+    half = x.shape[-1] // 2
+    frequencies = theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
+    angles = positions[..., None].astype(jnp.float32) * frequencies  # [B, L, half]
+    sin, cos = jnp.sin(angles)[:, :, None, :], jnp.cos(angles)[:, :, None, :]
+    first, second = x[..., :half], x[..., half:]
+    return jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+
+
+@dataclass(frozen=True)
+class TinyLMConfig:
+    """Shape of a :class:`TinyLM`.
+
+    Attributes:
+        width: model width (embedding size); heads: attention heads (``width``
+            divides by it, ``width // heads`` even); layers: blocks;
+        mlp: hidden width of each block's SwiGLU MLP; rope_theta: rotary base.
+    """
+
+    width: int = 128
+    heads: int = 4
+    layers: int = 2
+    mlp: int = 256
+    rope_theta: float = 10_000.0
+
+    def __post_init__(self) -> None:
+        for name in ("width", "heads", "layers", "mlp"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"TinyLMConfig.{name} must be an int >= 1, got {value!r}")
+        if self.width % self.heads or (self.width // self.heads) % 2:
+            raise ValueError(
+                f"width {self.width} must split into {self.heads} heads of an even size"
+            )
+
+
+class Attention(nnx.Module):
+    """Multi-head self-attention with rotary embeddings and an optional KV cache."""
+
+    def __init__(self, config: TinyLMConfig, rngs: nnx.Rngs) -> None:
+        self.heads = config.heads
+        self.head_dim = config.width // config.heads
+        self.theta = config.rope_theta
+        dense = {"use_bias": False, "rngs": rngs}
+        self.query = nnx.Linear(config.width, config.width, **dense)
+        self.key = nnx.Linear(config.width, config.width, **dense)
+        self.value = nnx.Linear(config.width, config.width, **dense)
+        self.out = nnx.Linear(config.width, config.width, **dense)
+
+    def _split(self, x: jax.Array) -> jax.Array:
+        return x.reshape((*x.shape[:2], self.heads, self.head_dim))
+
+    def __call__(
+        self,
+        x: jax.Array,
+        positions: jax.Array,
+        cache: LayerCache | None,
+        attention_mask: jax.Array,
+    ) -> tuple[jax.Array, LayerCache | None]:
+        """float32[B, L, width] ``x`` -> (float32[B, L, width], the updated cache)."""
+        q = rotary(self._split(self.query(x)), positions, self.theta)
+        k = rotary(self._split(self.key(x)), positions, self.theta)
+        v = self._split(self.value(x))
+        if cache is not None:
+            lanes = jnp.arange(x.shape[0])[:, None]
+            cache = LayerCache(
+                cache.k.at[lanes, positions].set(k, mode="drop"),
+                cache.v.at[lanes, positions].set(v, mode="drop"),
+            )
+            k, v = cache.k, cache.v
+        scores = jnp.einsum("blhd,bshd->bhls", q, k) / np.sqrt(self.head_dim)
+        scores = jnp.where(attention_mask[:, None], scores, MASKED_SCORE)
+        weights = jax.nn.softmax(scores, axis=-1)
+        mixed = jnp.einsum("bhls,bshd->blhd", weights, v)
+        return self.out(mixed.reshape(x.shape)), cache
+
+
+class Block(nnx.Module):
+    """Pre-norm residual block: RMSNorm, attention, RMSNorm, SwiGLU MLP."""
+
+    def __init__(self, config: TinyLMConfig, rngs: nnx.Rngs) -> None:
+        self.attention_norm = nnx.RMSNorm(config.width, rngs=rngs)
+        self.attention = Attention(config, rngs)
+        self.mlp_norm = nnx.RMSNorm(config.width, rngs=rngs)
+        self.gate = nnx.Linear(config.width, config.mlp, use_bias=False, rngs=rngs)
+        self.up = nnx.Linear(config.width, config.mlp, use_bias=False, rngs=rngs)
+        self.down = nnx.Linear(config.mlp, config.width, use_bias=False, rngs=rngs)
+
+    def __call__(
+        self,
+        x: jax.Array,
+        positions: jax.Array,
+        cache: LayerCache | None,
+        attention_mask: jax.Array,
+    ) -> tuple[jax.Array, LayerCache | None]:
+        mixed, cache = self.attention(self.attention_norm(x), positions, cache, attention_mask)
+        x = x + mixed
+        h = self.mlp_norm(x)
+        return x + self.down(jax.nn.silu(self.gate(h)) * self.up(h)), cache
+
+
+class TinyLM(nnx.Module):
+    """A from-scratch decoder-only transformer on the :class:`CausalLM` interface.
+
+    Args:
+        token_ids: int32[V] sorted tokenizer ids the model reads and writes (a
+            bridge's ``vocab``): row ``i`` of the embedding and of the logits is
+            token ``token_ids[i]``.
+        config: its shape.
+        rngs: initialisation randomness.
+
+    Input ids outside ``token_ids`` read the embedding of the nearest row; the
+    token rollout only feeds ids from the bridge's vocabulary (checked when it is
+    built).
+    """
+
+    def __init__(self, token_ids: np.ndarray, config: TinyLMConfig, rngs: nnx.Rngs) -> None:
+        token_ids = np.asarray(token_ids, np.int32)
+        if token_ids.ndim != 1 or token_ids.size == 0 or np.any(np.diff(token_ids) <= 0):
+            raise ValueError("token_ids must be a non-empty, strictly increasing int32[V]")
+        self.token_ids = token_ids
+        self.config = config
+        self.embed = nnx.Embed(token_ids.size, config.width, rngs=rngs)
+        self.blocks = nnx.List([Block(config, rngs) for _ in range(config.layers)])
+        self.final_norm = nnx.RMSNorm(config.width, rngs=rngs)
+        self.head = nnx.Linear(
+            config.width,
+            token_ids.size,
+            use_bias=False,
+            kernel_init=nnx.initializers.normal(0.02),
+            rngs=rngs,
+        )
+
+    def rows(self, tokens: jax.Array) -> jax.Array:
+        """int32[...]: the row of each tokenizer id in ``tokens``."""
+        table = jnp.asarray(self.token_ids)
+        return jnp.clip(jnp.searchsorted(table, tokens), 0, table.shape[0] - 1)
+
+    def __call__(
+        self,
+        tokens: jax.Array,
+        positions: jax.Array,
+        cache: tuple[LayerCache, ...] | None,
+        attention_mask: jax.Array,
+    ) -> tuple[jax.Array, tuple[LayerCache, ...] | None]:
+        """Logits float32[B, L, V] of the next token after each of ``tokens``
+        (int32[B, L] tokenizer ids), and the cache with their keys and values."""
+        x = self.embed(self.rows(tokens))
+        new_cache = []
+        for index, block in enumerate(self.blocks):
+            x, layer = block(x, positions, None if cache is None else cache[index], attention_mask)
+            new_cache.append(layer)
+        logits = self.head(self.final_norm(x))
+        return logits, None if cache is None else tuple(new_cache)
+
+    def init_cache(self, batch: int, length: int) -> tuple[LayerCache, ...]:
+        """An empty cache of ``length`` slots for ``batch`` lanes."""
+        head_dim = self.config.width // self.config.heads
+        shape = (batch, length, self.config.heads, head_dim)
+        return tuple(
+            LayerCache(jnp.zeros(shape, jnp.float32), jnp.zeros(shape, jnp.float32))
+            for _ in range(self.config.layers)
+        )

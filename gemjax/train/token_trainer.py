@@ -1,0 +1,420 @@
+"""Training a token agent on device: a format warm-up, then RL, each step one jit.
+
+:func:`make_token_train` builds a :class:`TokenTrainer` from a
+:class:`TokenTrainConfig`: the game, its :class:`~gemjax.tokenizer_bridge.TokenBridge`,
+a :class:`~gemjax.train.lm.TinyLM` over the bridge's vocabulary and the
+:class:`~gemjax.train.token_rollout.TokenRollout`. Its jittable functions:
+
+* :meth:`TokenTrainer.warmup_step`, the **format warm-up**: episodes played with
+  random well-formed actions (``env.random_action``, GEM's sampler) written as GEM
+  formats them (``\\boxed{...}``, the grammar's own rendering, tokenized on the
+  host), and one supervised step on those responses given their prompts. It
+  teaches the format only: the actions are uniform among well-formed ones, never a
+  strategy.
+* :meth:`TokenTrainer.update`, one RL update: a sampled token rollout, per-turn
+  rewards, discounted returns, the estimator's advantages (ReBN, REINFORCE or GRPO,
+  :mod:`gemjax.train.estimators`), and ``update_epochs`` policy-gradient steps on
+  the replayed response log-probabilities (GEM's per-token surrogate, clipped
+  when ``clip_eps`` is set, each response's token sum divided by
+  ``response_tokens`` as GEM's ``masked_sum / generate_max_length``).
+* :meth:`TokenTrainer.chunk` / :meth:`TokenTrainer.warmup_chunk`: ``eval_every``
+  steps in a ``lax.scan``, then a greedy evaluation on fixed episodes (the host
+  loop's unit; :meth:`TokenTrainer.train` runs a whole run in one call).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx, struct
+
+from gemjax.registry import make
+from gemjax.rng import split
+from gemjax.tokenizer_bridge.bridge import TokenBridge
+from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
+from gemjax.train.config import Algo
+from gemjax.train.estimators import (
+    discounted_returns,
+    grpo_advantages,
+    rebn_advantages,
+    reinforce_advantages,
+)
+from gemjax.train.lm import TinyLM, TinyLMConfig
+from gemjax.train.token_rollout import (
+    Generated,
+    TokenLoopConfig,
+    TokenMetrics,
+    TokenRollout,
+    TokenTrajectory,
+    token_metrics,
+)
+from gemjax.train.trainer import masked_mean
+
+TOKEN_ALGOS: tuple[Algo, ...] = ("rebn", "reinforce", "grpo")
+TOKENIZERS = ("qwen3", "bytes")
+WARMUP_ACTIONS = 4096  # distinct well-formed actions the warm-up draws from, at most
+
+
+@dataclass(frozen=True)
+class TokenTrainConfig:
+    """A token-agent run (hashable, jit-static).
+
+    The defaults are the paper's discount experiment (GuessTheNumber 1..50 in 50
+    turns, ReBN, gamma 0.9) with the ``qwen3`` tokenizer and the ``qwen3_game``
+    chat prompt.
+
+    Attributes:
+        env_id: a registered id.
+        tokenizer: ``qwen3`` or ``bytes`` (:func:`~gemjax.tokenizer_bridge.load_tokenizer`).
+        algo: ``rebn``, ``reinforce`` or ``grpo`` (``ppo`` needs a critic, which the
+            token policy does not have).
+        gamma: per-turn discount in (0, 1].
+        model: the :class:`TinyLM`'s shape.
+        loop: the rollout's sizes (:class:`TokenLoopConfig`; its horizon caps the
+            turns an episode may take in training and evaluation).
+        num_episodes: episodes per RL update (``num_episodes // group_size`` groups
+            for GRPO).
+        num_updates: RL updates.
+        warmup_updates: format warm-up steps before RL (each on ``num_episodes``
+            episodes).
+        learning_rate, warmup_learning_rate: AdamW step sizes of RL and warm-up.
+        max_grad_norm: global-norm gradient clipping.
+        clip_eps: ratio clipping of the per-token surrogate (``None``: plain
+            ``-A log pi``).
+        update_epochs: gradient steps per RL update (each over the whole batch).
+        group_size: GRPO's episodes per initial state.
+        eval_every: steps per host chunk (warm-up and RL alike), each followed by
+            a greedy evaluation.
+        eval_episodes: episodes per greedy evaluation (always the same ones).
+    """
+
+    env_id: str = "game:GuessTheNumber-v0-hard-no-max-turn"
+    tokenizer: str = "qwen3"
+    algo: Algo = "rebn"
+    gamma: float = 0.9
+    model: TinyLMConfig = field(default_factory=TinyLMConfig)
+    loop: TokenLoopConfig = field(default_factory=lambda: TokenLoopConfig(horizon=12))
+    num_episodes: int = 64
+    num_updates: int = 400
+    warmup_updates: int = 40
+    learning_rate: float = 1e-3
+    warmup_learning_rate: float = 3e-3
+    max_grad_norm: float = 1.0
+    clip_eps: float | None = None
+    update_epochs: int = 1
+    group_size: int = 8
+    eval_every: int = 20
+    eval_episodes: int = 256
+
+    def __post_init__(self) -> None:
+        if self.algo not in TOKEN_ALGOS:
+            raise ValueError(
+                f"algo must be one of {TOKEN_ALGOS} for a token policy, got {self.algo!r}"
+            )
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {self.tokenizer!r}")
+        if not 0.0 < self.gamma <= 1.0:
+            raise ValueError(f"gamma must lie in (0, 1], got {self.gamma}")
+        counts = ("num_episodes", "num_updates", "update_epochs", "group_size", "eval_every")
+        for name in (*counts, "eval_episodes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if isinstance(self.warmup_updates, bool) or self.warmup_updates < 0:
+            raise ValueError(f"warmup_updates must be >= 0, got {self.warmup_updates!r}")
+        for name in ("num_updates", "warmup_updates"):
+            if getattr(self, name) % self.eval_every:
+                raise ValueError(f"{name} must be a multiple of eval_every ({self.eval_every})")
+        for name in ("learning_rate", "warmup_learning_rate", "max_grad_norm"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if self.clip_eps is not None and not (0 < self.clip_eps < 1):
+            raise ValueError(f"clip_eps must lie in (0, 1), got {self.clip_eps!r}")
+        if self.algo == "grpo" and self.num_episodes % self.group_size:
+            raise ValueError("num_episodes must be a multiple of group_size for grpo")
+
+
+@struct.dataclass
+class TokenTrainState:
+    """What a run carries between steps.
+
+    Attributes:
+        params: the model's ``nnx.Param`` state.
+        opt_state: the optax state.
+        key: PRNG key array[] for the next step.
+        eval_key: PRNG key array[]; greedy evaluations always play its episodes.
+        warmup: int32[] warm-up steps done; update: int32[] RL updates done.
+    """
+
+    params: Any
+    opt_state: Any
+    key: jax.Array
+    eval_key: jax.Array
+    warmup: jax.Array
+    update: jax.Array
+
+
+@struct.dataclass
+class TokenStepMetrics:
+    """One step's metrics: its episodes' :class:`TokenMetrics`, the loss and the
+    mean log-probability of a response (float32[] each)."""
+
+    rollout: TokenMetrics
+    loss: jax.Array
+    response_log_prob: jax.Array
+
+
+@struct.dataclass
+class TokenChunkMetrics:
+    """``train``: :class:`TokenStepMetrics` with a leading ``eval_every`` axis;
+    ``eval``: the greedy :class:`TokenMetrics` after the chunk."""
+
+    train: TokenStepMetrics
+    eval: TokenMetrics
+
+
+@dataclass(frozen=True)
+class WarmupTable:
+    """GEM-formatted well-formed actions as response tokens: ids int32[N, K] and
+    length int32[N] (each ends with a stop token)."""
+
+    ids: np.ndarray
+    length: np.ndarray
+
+
+def warmup_table(rollout: TokenRollout, samples: int = 4 * WARMUP_ACTIONS) -> WarmupTable:
+    """Up to :data:`WARMUP_ACTIONS` distinct actions drawn by ``env.random_action``
+    from ``samples`` random resets, rendered by the game's grammar and tokenized.
+
+    Raises:
+        ValueError: a rendered action takes more than ``response_tokens`` tokens or
+            does not end with a stop token.
+    """
+    env, params, bridge = rollout.env, rollout.env_params, rollout.bridge
+
+    @jax.jit
+    def sample(keys: jax.Array) -> jax.Array:
+        states, _ = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+        return jax.vmap(env.random_action)(jax.vmap(jax.random.fold_in, (0, None))(keys, 1), states)
+
+    actions = np.asarray(sample(jax.random.split(jax.random.key(0), samples)))
+    texts = sorted({env.grammar.render(a) for a in actions})[:WARMUP_ACTIONS]
+    size = rollout.config.response_tokens
+    ids = np.zeros((len(texts), size), np.int32)
+    length = np.zeros((len(texts),), np.int32)
+    stop_rows = np.asarray(rollout.stop_rows)
+    for index, text in enumerate(texts):
+        tokens = bridge.tokenizer.encode(text, add_special_tokens=False)
+        if len(tokens) > size:
+            raise ValueError(
+                f"the action {text!r} takes {len(tokens)} tokens: response_tokens must be "
+                f">= {len(tokens)}"
+            )
+        if not stop_rows[np.searchsorted(rollout.token_ids, tokens[-1])]:
+            raise ValueError(f"the action {text!r} does not end with a stop token")
+        ids[index, : len(tokens)] = tokens
+        length[index] = len(tokens)
+    return WarmupTable(ids, length)
+
+
+def advantages(config: TokenTrainConfig, traj: TokenTrajectory) -> jax.Array:
+    """float32[T, B]: the configured estimator over the trajectory's turns."""
+    returns = discounted_returns(traj.rewards, traj.valid, config.gamma)
+    if config.algo == "rebn":
+        return rebn_advantages(returns, traj.valid)
+    if config.algo == "reinforce":
+        return reinforce_advantages(returns, traj.valid)
+    return grpo_advantages(returns, traj.valid, config.group_size)
+
+
+@dataclass(frozen=True)
+class TokenTrainer:
+    """The pure functions of a token-agent run (see the module docstring).
+
+    Attributes:
+        config: the run; rollout: the token rollout (model graph, bridge, sizes);
+        optimizer: AdamW behind global-norm clipping, warm-up rate first;
+        table: the warm-up's response table.
+    """
+
+    config: TokenTrainConfig
+    rollout: TokenRollout
+    optimizer: optax.GradientTransformation
+    table: WarmupTable
+
+    @property
+    def env_steps_per_update(self) -> int:
+        """Turns one step runs at most: ``num_episodes * horizon``."""
+        return self.config.num_episodes * self.config.loop.horizon
+
+    def init(self, key: jax.Array) -> TokenTrainState:
+        """A fresh state; the model's parameters are drawn from ``key``."""
+        init_key, eval_key, key = jax.random.split(key, 3)
+        model = TinyLM(self.rollout.token_ids, self.config.model, nnx.Rngs(init_key))
+        params = nnx.state(model, nnx.Param)
+        return TokenTrainState(
+            params=params,
+            opt_state=self.optimizer.init(params),
+            key=key,
+            eval_key=eval_key,
+            warmup=jnp.int32(0),
+            update=jnp.int32(0),
+        )
+
+    def _reset_keys(self, key: jax.Array) -> jax.Array:
+        """key array[B]; GRPO repeats each group's key ``group_size`` times."""
+        config = self.config
+        if config.algo != "grpo":
+            return split(key, config.num_episodes)
+        groups = split(key, config.num_episodes // config.group_size)
+        return jnp.repeat(groups, config.group_size, axis=0)
+
+    def _apply(self, state: TokenTrainState, grads: Any) -> tuple[Any, Any]:
+        updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+        return optax.apply_updates(state.params, updates), opt_state
+
+    def policy_loss(self, params: Any, traj: TokenTrajectory, adv: jax.Array) -> jax.Array:
+        """float32[]: GEM's per-token policy-gradient loss, each turn's token sum
+        over ``response_tokens``, averaged over played turns."""
+        config = self.config
+        log_p = self.rollout.response_log_probs(params, traj)
+        mask = traj.response_mask
+        if config.clip_eps is None:
+            surrogate = adv[..., None] * log_p
+        else:
+            ratio = jnp.exp(log_p - traj.token_log_probs)
+            clipped = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
+            surrogate = jnp.minimum(ratio * adv[..., None], clipped * adv[..., None])
+        per_turn = jnp.sum(jnp.where(mask, surrogate, 0.0), axis=-1) / config.loop.response_tokens
+        return -masked_mean(per_turn, traj.valid)
+
+    def update(self, state: TokenTrainState) -> tuple[TokenTrainState, TokenStepMetrics]:
+        """One RL update: a sampled rollout and ``update_epochs`` gradient steps."""
+        key, reset_key, rollout_key = jax.random.split(state.key, 3)
+        traj = self.rollout.collect(state.params, self._reset_keys(reset_key), rollout_key)
+        adv = advantages(self.config, traj)
+
+        def epoch(carry, _):
+            params, opt_state = carry
+            loss, grads = jax.value_and_grad(self.policy_loss)(params, traj, adv)
+            params, opt_state = self._apply(
+                state.replace(params=params, opt_state=opt_state), grads
+            )
+            return (params, opt_state), loss
+
+        (params, opt_state), losses = jax.lax.scan(
+            epoch, (state.params, state.opt_state), None, length=self.config.update_epochs
+        )
+        metrics = TokenStepMetrics(
+            rollout=token_metrics(traj),
+            loss=losses[-1],
+            response_log_prob=masked_mean(traj.log_probs, traj.valid),
+        )
+        new_state = state.replace(
+            params=params, opt_state=opt_state, key=key, update=state.update + 1
+        )
+        return new_state, metrics
+
+    def _forced_responses(self, key: jax.Array) -> Generated:
+        """Warm-up responses: int32[T, B, K] rows of the table, drawn uniformly."""
+        config = self.config
+        shape = (config.loop.horizon, config.num_episodes)
+        rows = jax.random.randint(key, shape, 0, self.table.ids.shape[0])
+        return Generated(
+            ids=jnp.asarray(self.table.ids)[rows],
+            log_probs=jnp.zeros((*shape, config.loop.response_tokens), jnp.float32),
+            length=jnp.asarray(self.table.length)[rows],
+            cut=jnp.zeros(shape, jnp.bool_),
+        )
+
+    def warmup_loss(self, params: Any, traj: TokenTrajectory) -> jax.Array:
+        """float32[]: mean negative log-likelihood of the response tokens."""
+        log_p = self.rollout.response_log_probs(params, traj)
+        return -masked_mean(log_p, traj.response_mask)
+
+    def warmup_step(self, state: TokenTrainState) -> tuple[TokenTrainState, TokenStepMetrics]:
+        """One supervised format step on random well-formed actions."""
+        key, reset_key, rollout_key, forced_key = jax.random.split(state.key, 4)
+        reset_keys = split(reset_key, self.config.num_episodes)
+        forced = self._forced_responses(forced_key)
+        traj = self.rollout.collect(state.params, reset_keys, rollout_key, forced=forced)
+        loss, grads = jax.value_and_grad(self.warmup_loss)(state.params, traj)
+        params, opt_state = self._apply(state, grads)
+        metrics = TokenStepMetrics(rollout=token_metrics(traj), loss=loss, response_log_prob=-loss)
+        new_state = state.replace(
+            params=params, opt_state=opt_state, key=key, warmup=state.warmup + 1
+        )
+        return new_state, metrics
+
+    def evaluate(self, state: TokenTrainState) -> TokenMetrics:
+        """Greedy play on ``eval_episodes`` fixed episodes."""
+        reset_key, step_key = jax.random.split(state.eval_key)
+        reset_keys = split(reset_key, self.config.eval_episodes)
+        return self.rollout.evaluate(state.params, reset_keys, step_key)
+
+    def _chunk(self, step, state: TokenTrainState) -> tuple[TokenTrainState, TokenChunkMetrics]:
+        state, train = jax.lax.scan(
+            lambda s, _: step(s), state, None, length=self.config.eval_every
+        )
+        return state, TokenChunkMetrics(train=train, eval=self.evaluate(state))
+
+    def chunk(self, state: TokenTrainState) -> tuple[TokenTrainState, TokenChunkMetrics]:
+        """``eval_every`` RL updates, then a greedy evaluation."""
+        return self._chunk(self.update, state)
+
+    def warmup_chunk(self, state: TokenTrainState) -> tuple[TokenTrainState, TokenChunkMetrics]:
+        """``eval_every`` warm-up steps, then a greedy evaluation."""
+        return self._chunk(self.warmup_step, state)
+
+    def train(self, key: jax.Array) -> tuple[TokenTrainState, TokenChunkMetrics, TokenChunkMetrics]:
+        """A whole run from a PRNG key: warm-up chunks, then RL chunks; returns the
+        final state and both phases' metrics (leading axis: chunks)."""
+        config = self.config
+
+        def chunks(step, state, count):
+            return jax.lax.scan(lambda s, _: self._chunk(step, s), state, None, length=count)
+
+        state, warm = chunks(
+            self.warmup_step, self.init(key), config.warmup_updates // config.eval_every
+        )
+        state, rl = chunks(self.update, state, config.num_updates // config.eval_every)
+        return state, warm, rl
+
+
+def make_optimizer(config: TokenTrainConfig) -> optax.GradientTransformation:
+    """AdamW behind global-norm clipping, at ``warmup_learning_rate`` for the first
+    ``warmup_updates`` steps and ``learning_rate`` after."""
+    schedule = optax.join_schedules(
+        [
+            optax.constant_schedule(config.warmup_learning_rate),
+            optax.constant_schedule(config.learning_rate),
+        ],
+        [config.warmup_updates],
+    )
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adamw(schedule))
+
+
+def make_token_train(config: TokenTrainConfig, bridge: TokenBridge | None = None) -> TokenTrainer:
+    """Build the :class:`TokenTrainer` of ``config``.
+
+    Args:
+        config: the run.
+        bridge: a bridge of ``config.env_id`` to reuse (built otherwise, with a
+            prompt buffer of the context's size).
+
+    Raises:
+        ValueError: see :class:`TokenRollout` and :func:`warmup_table`.
+    """
+    if bridge is None:
+        env = make(config.env_id)
+        tokenizer = load_tokenizer(config.tokenizer)
+        bridge = TokenBridge(env, tokenizer, prompt_capacity=config.loop.context)
+    model = TinyLM(bridge.vocab, config.model, nnx.Rngs(0))
+    rollout = TokenRollout(model, bridge, config.loop)
+    return TokenTrainer(config, rollout, make_optimizer(config), warmup_table(rollout))

@@ -1,0 +1,239 @@
+"""The token agent: the causal-LM interface, the multi-turn token rollout, training.
+
+One tiny GuessTheNumber setup (qwen3 tokenizer, chat prompts) is built and
+compiled once for the module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+import gemjax
+import gemjax.gem
+from gemjax.tokenizer_bridge import TokenBridge, load_tokenizer
+from gemjax.tokenizer_bridge.bridge import CHAT_PREFIX, CHAT_TAIL
+from gemjax.train.lm import CausalLM, TinyLM, TinyLMConfig, causal_mask
+from gemjax.train.token_rollout import TokenLoopConfig, TokenRollout, token_metrics
+from gemjax.train.token_trainer import TokenTrainConfig, make_token_train
+
+ENV_ID = "game:GuessTheNumber-v0-easy"
+WARMUP_STEPS = 30
+LOOP = TokenLoopConfig(horizon=4, context=320, response_tokens=6, prefill_chunk=32)
+MODEL = TinyLMConfig(width=32, heads=2, layers=2, mlp=64)
+CONFIG = TokenTrainConfig(
+    env_id=ENV_ID,
+    model=MODEL,
+    loop=LOOP,
+    num_episodes=16,
+    num_updates=2,
+    warmup_updates=WARMUP_STEPS,
+    eval_every=2,
+    eval_episodes=16,
+    warmup_learning_rate=1e-2,
+)
+
+
+@pytest.fixture(scope="module")
+def trainer():
+    tokenizer = load_tokenizer("qwen3")
+    bridge = TokenBridge(gemjax.make(ENV_ID), tokenizer, prompt_capacity=LOOP.context)
+    return make_token_train(CONFIG, bridge)
+
+
+@pytest.fixture(scope="module")
+def state(trainer):
+    return jax.jit(trainer.init)(jax.random.key(0))
+
+
+@pytest.fixture(scope="module")
+def collect(trainer):
+    rollout = trainer.rollout
+    return jax.jit(
+        lambda params, key: rollout.collect(params, jax.random.split(key, 8), key),
+    )
+
+
+@pytest.fixture(scope="module")
+def sampled(collect, state):
+    """A rollout of the untrained model: mostly garbage responses."""
+    return jax.device_get(collect(state.params, jax.random.key(3)))
+
+
+@pytest.fixture(scope="module")
+def warmed(trainer, state):
+    """The state after the warm-up steps, and the losses of each step."""
+    step = jax.jit(trainer.warmup_step)
+    losses = []
+    for _ in range(WARMUP_STEPS):
+        state, metrics = step(state)
+        losses.append(float(metrics.loss))
+    return state, losses
+
+
+def test_tiny_lm_is_a_causal_lm(trainer):
+    model = TinyLM(trainer.rollout.token_ids, MODEL, nnx.Rngs(0))
+    assert isinstance(model, CausalLM)
+
+
+def test_kv_cache_decoding_equals_a_full_forward_pass():
+    """Prefill in pieces and one token at a time give the full pass's logits (1e-5)."""
+    model = TinyLM(np.arange(100, 200, dtype=np.int32), MODEL, nnx.Rngs(1))
+    batch, length, slots = 3, 20, 32
+    tokens = jax.random.randint(jax.random.key(2), (batch, length), 100, 200)
+    positions = jnp.broadcast_to(jnp.arange(length), (batch, length))
+    full, _ = model(tokens, positions, None, causal_mask(positions, length))
+    cache = model.init_cache(batch, slots)
+    pieces = []
+    for start, stop in [(0, 7), (7, 15), *((i, i + 1) for i in range(15, length))]:
+        piece = positions[:, start:stop]
+        logits, cache = model(tokens[:, start:stop], piece, cache, causal_mask(piece, slots))
+        pieces.append(logits)
+    np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, atol=1e-5, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def played(collect, warmed):
+    """A rollout of the warmed-up model: well-formed guesses, several turns."""
+    return jax.device_get(collect(warmed[0].params, jax.random.key(4)))
+
+
+def test_rollout_log_probs_equal_a_full_forward_pass_over_each_turn(trainer, warmed, played):
+    """Every played turn's token log-probabilities, computed with the incremental
+    cache across turns, equal a cache-free pass over prompt + response."""
+    sampled = played
+    model = trainer.rollout.model(warmed[0].params)
+    checked = 0
+    for t, b in zip(*np.nonzero(sampled.valid), strict=True):
+        n = int(sampled.prompt_length[t, b])
+        k = int(sampled.response_length[t, b])
+        sequence = np.concatenate([sampled.prompt_ids[t, b, :n], sampled.response_ids[t, b, :k]])
+        positions = jnp.arange(sequence.size)[None]
+        logits, _ = model(
+            jnp.asarray(sequence)[None], positions, None, causal_mask(positions, sequence.size)
+        )
+        log_p = jax.nn.log_softmax(logits[0, n - 1 : n + k - 1] / LOOP.temperature, axis=-1)
+        rows = np.asarray(trainer.rollout.rows(jnp.asarray(sequence[n:])))
+        expected = np.asarray(log_p)[np.arange(k), rows]
+        np.testing.assert_allclose(sampled.token_log_probs[t, b, :k], expected, atol=1e-4)
+        checked += 1
+    assert checked >= 8
+    assert np.any(sampled.valid[1:]), "no episode reached a second turn"
+
+
+def test_replayed_log_probs_equal_the_rollout(trainer, state, sampled, warmed, played):
+    replay = jax.jit(trainer.rollout.response_log_probs)
+    for params, traj in ((state.params, sampled), (warmed[0].params, played)):
+        np.testing.assert_allclose(replay(params, traj), traj.token_log_probs, atol=1e-4)
+
+
+def _host_check(trainer, traj):
+    """Every played turn: the host grammar on the decoded response gives the
+    rollout's action and format flag; returns how many were well-formed."""
+    tokenizer = trainer.rollout.bridge.tokenizer
+    grammar = trainer.rollout.env.grammar
+    well_formed = 0
+    for t, b in zip(*np.nonzero(traj.valid), strict=True):
+        k = int(traj.response_length[t, b])
+        text = tokenizer.decode(traj.response_ids[t, b, :k])
+        parsed = grammar.parse("" if traj.response_cut[t, b] else text)
+        assert parsed.ok == (not traj.format_error[t, b]), text
+        if parsed.ok:
+            np.testing.assert_array_equal(traj.actions[t, b], parsed.action, err_msg=text)
+            well_formed += 1
+    return well_formed
+
+
+def test_parsed_actions_equal_the_host_parser_on_decoded_responses(trainer, sampled, played):
+    _host_check(trainer, sampled)
+    assert _host_check(trainer, played) > 0
+
+
+def test_prompts_are_gem_text_and_the_episode_replays_on_the_host(trainer, warmed, collect):
+    """Each played turn's prompt decodes to the qwen3_game chat prompt around GEM's
+    ``concat`` observation of the same episode played through ``gemjax.gem`` with
+    the decoded responses, and the host's rewards equal the rollout's."""
+    key = jax.random.key(5)
+    traj = jax.device_get(collect(warmed[0].params, key))
+    tokenizer = trainer.rollout.bridge.tokenizer
+    kernel = trainer.rollout.env
+    states, ts = jax.vmap(kernel.reset, in_axes=(0, None))(
+        jax.random.split(key, 8), kernel.default_params
+    )
+    played = 0
+    for b in range(8):
+        lane = jax.tree.map(lambda x, b=b: x[b], (states, ts))
+        text_env = gemjax.gem.make(ENV_ID)
+        text_env.state = lane[0]
+        observations = [kernel.messages.render_event(lane[1].event)]
+        suffix = text_env.get_task_suffix() if kernel.reset_info_has_suffix else ""
+        for t in range(LOOP.horizon):
+            if not traj.valid[t, b]:
+                break
+            concat = "".join(o if o.endswith("\n") else o + "\n" for o in observations)
+            n = int(traj.prompt_length[t, b])
+            decoded = tokenizer.decode(traj.prompt_ids[t, b, :n])
+            assert decoded == CHAT_PREFIX + concat + suffix + CHAT_TAIL
+            k = int(traj.response_length[t, b])
+            response = tokenizer.decode(traj.response_ids[t, b, :k])
+            observation, reward, terminated, truncated, info = text_env.step(response)
+            assert np.float32(reward) == traj.rewards[t, b]
+            observations.append(observation)
+            suffix = info.get("suffix", "")
+            played += 1
+            if terminated or truncated:
+                assert t + 1 == LOOP.horizon or not traj.valid[t + 1, b]
+                break
+    assert played > 8
+
+
+def test_format_warmup_lowers_the_loss_and_format_errors(warmed, trainer, collect, sampled):
+    state, losses = warmed
+    print("warm-up losses", np.round(losses, 3))
+    assert losses[-1] < 0.3 * losses[0]
+    traj = collect(state.params, jax.random.key(6))
+    before = float(token_metrics(sampled).format_error_rate)
+    after = float(token_metrics(traj).format_error_rate)
+    assert after < before
+
+
+def test_a_tiny_training_run_end_to_end(trainer):
+    state, warm, rl = jax.jit(trainer.train)(jax.random.key(0))
+    assert int(state.warmup) == CONFIG.warmup_updates
+    assert int(state.update) == CONFIG.num_updates
+    assert warm.eval.format_error_rate.shape == (CONFIG.warmup_updates // CONFIG.eval_every,)
+    for tree in (warm, rl):
+        for leaf in jax.tree.leaves(tree):
+            assert not np.any(np.isinf(np.asarray(leaf)))
+    assert np.all(np.isfinite(rl.train.loss))
+
+
+class _NotALanguageModel:
+    token_ids = np.arange(3)
+
+
+def test_bad_inputs_fail_at_construction(trainer):
+    bridge = trainer.rollout.bridge
+    model = TinyLM(bridge.vocab, MODEL, nnx.Rngs(0))
+    with pytest.raises(ValueError, match="not the bridge's"):
+        TokenRollout(model, bridge, LOOP, tokenizer=load_tokenizer("bytes"))
+    with pytest.raises(ValueError, match="reset prompt takes"):
+        TokenRollout(model, bridge, dataclasses.replace(LOOP, context=64))
+    with pytest.raises(ValueError, match="response_tokens must be an int >= 1"):
+        dataclasses.replace(LOOP, response_tokens=0)
+    with pytest.raises(ValueError, match="lacks"):
+        TokenRollout(TinyLM(bridge.vocab[:-3], MODEL, nnx.Rngs(0)), bridge, LOOP)
+    with pytest.raises(TypeError, match="not a CausalLM"):
+        TokenRollout(_NotALanguageModel(), bridge, LOOP)
+    with pytest.raises(ValueError, match="algo must be one of"):
+        dataclasses.replace(CONFIG, algo="ppo")
+    with pytest.raises(ValueError, match="response_tokens must be >= "):
+        make_token_train(
+            dataclasses.replace(CONFIG, loop=dataclasses.replace(LOOP, response_tokens=3)),
+            bridge,
+        )
