@@ -412,6 +412,25 @@ class TokenRollout:
         table = jnp.asarray(self.token_ids)
         return jnp.clip(jnp.searchsorted(table, ids), 0, table.shape[0] - 1).astype(jnp.int32)
 
+    def respond(
+        self,
+        model: CausalLM,
+        cache: Any,
+        previous: jax.Array,
+        previous_length: jax.Array,
+        ids: jax.Array,
+        length: jax.Array,
+        key: jax.Array,
+        greedy: bool = False,
+    ) -> tuple[Any, Generated]:
+        """One turn of generation: bring the cache from the previous prompt
+        (int32[B, S] ``previous`` of int32[B] ``previous_length``; slots hold its ids)
+        up to the new prompt ``ids[:, :length]`` by feeding from the first id that
+        differs, then sample the responses. Returns the cache and the responses."""
+        start = shared_prefix(previous, previous_length, ids, length)
+        cache, logits = prefill(model, cache, ids, start, length, self.config.prefill_chunk)
+        return self._generate(model, cache, logits, length, key, greedy)
+
     def _generate(
         self,
         model: CausalLM,
@@ -553,9 +572,9 @@ class TokenRollout:
             cut = cut | (running & ~fits)
             sample_key, step_key = jax.random.split(turn_key)
             if forced is None:
-                feed_from = shared_prefix(previous, previous_length, ids, length)
-                cache, logits = prefill(model, cache, ids, feed_from, length, config.prefill_chunk)
-                cache, response = self._generate(model, cache, logits, length, sample_key, greedy)
+                cache, response = self.respond(
+                    model, cache, previous, previous_length, ids, length, sample_key, greedy
+                )
             else:
                 response = Generated(
                     ids=forced.ids[turn_index],

@@ -19,6 +19,7 @@ import gemjax.gem
 from gemjax.tokenizer_bridge import TokenBridge, load_tokenizer
 from gemjax.tokenizer_bridge.bridge import CHAT_PREFIX, CHAT_TAIL
 from gemjax.train.lm import CausalLM, TinyLM, TinyLMConfig, causal_mask
+from gemjax.train.token_agent import HostAgent, evaluate_on_host, seed_reset_keys
 from gemjax.train.token_rollout import TokenLoopConfig, TokenRollout, token_metrics
 from gemjax.train.token_trainer import TokenTrainConfig, make_token_train
 
@@ -237,3 +238,32 @@ def test_bad_inputs_fail_at_construction(trainer):
             dataclasses.replace(CONFIG, loop=dataclasses.replace(LOOP, response_tokens=3)),
             bridge,
         )
+
+
+def test_host_evaluation_through_gemjax_gem_equals_the_device(trainer, warmed):
+    """The agent answering gemjax.gem's strings on the host (one device call a turn)
+    plays the same greedy episodes as the on-device rollout from the same seeds."""
+    seeds = list(range(8))
+    rollout = trainer.rollout
+    params = warmed[0].params
+    traj = jax.device_get(
+        jax.jit(
+            lambda p: rollout.collect(p, seed_reset_keys(seeds), jax.random.key(0), greedy=True)
+        )(params)
+    )
+    host = evaluate_on_host(rollout, params, ENV_ID, seeds)
+    device_success = np.any(traj.success, axis=0)
+    np.testing.assert_array_equal(host.episode_success, device_success)
+    assert host.mean_turns == pytest.approx(float(np.mean(np.sum(traj.valid, axis=0))))
+    played = max(int(np.sum(traj.valid)), 1)
+    assert host.format_error_rate == pytest.approx(np.sum(traj.format_error) / played)
+
+
+def test_the_host_agent_streams_its_response(trainer, warmed):
+    agent = HostAgent(trainer.rollout, warmed[0].params)
+    env = gemjax.gem.make(ENV_ID)
+    observation, _ = env.reset(seed=0)
+    agent.reset(1)
+    streamed = "".join(agent.stream(observation))
+    agent.reset(1)
+    assert streamed == agent.act([observation])[0]
