@@ -90,10 +90,11 @@ def _dtype_of(leaf: Any) -> np.dtype:
     return jax.dtypes.canonicalize_dtype(dtype if dtype is not None else np.result_type(leaf))
 
 
-def check_structure(tree: Any, expected: Any, what: str) -> None:
+def check_structure(tree: Any, expected: Any, what: str, shapes: bool = True) -> None:
     """Raise unless ``tree`` has the structure of ``expected`` (a pytree of arrays or
     ``jax.ShapeDtypeStruct``): the same pytree (its classes included), and per leaf
-    the same shape and dtype. Works on tracers (it reads shapes, never values).
+    the same dtype and (if ``shapes``) shape. Works on tracers (it reads shapes, never
+    values).
 
     Raises:
         TypeError: another structure (another game's state, a dict, None) or a leaf
@@ -108,7 +109,7 @@ def check_structure(tree: Any, expected: Any, what: str) -> None:
         )
     for (path, leaf), want in zip(leaves, wanted, strict=True):
         name = jax.tree_util.keystr(path)
-        if tuple(np.shape(leaf)) != tuple(want.shape):
+        if shapes and tuple(np.shape(leaf)) != tuple(want.shape):
             raise ValueError(f"{what}{name} has shape {np.shape(leaf)}, expected {want.shape}")
         if _dtype_of(leaf) != want.dtype:
             raise TypeError(f"{what}{name} has dtype {_dtype_of(leaf)}, expected {want.dtype}")

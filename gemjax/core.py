@@ -114,7 +114,10 @@ class Environment(abc.ABC, Generic[TState, TParams]):
     the host, never inside the compiled code): the key must be one PRNG key
     (:func:`gemjax.checks.check_key`) and ``step``'s state one of this env's states
     (:meth:`check_state`), so a wrong key or another game's state raises a
-    ``TypeError``/``ValueError`` that says so.
+    ``TypeError``/``ValueError`` that says so. Its ``validate_params`` first checks
+    that the params have the structure and dtypes of :attr:`default_params` (a float
+    ``max_turns`` of 2.5 raises rather than being read as 2; shapes are the game's
+    own check).
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -123,6 +126,9 @@ class Environment(abc.ABC, Generic[TState, TParams]):
             method = cls.__dict__.get(name)
             if method is not None and not getattr(method, "__isabstractmethod__", False):
                 setattr(cls, name, _with_input_checks(method, check_state=name == "step"))
+        validate = cls.__dict__.get("validate_params")
+        if validate is not None and not getattr(validate, "__isabstractmethod__", False):
+            cls.validate_params = _with_params_check(validate)  # type: ignore[method-assign]
 
     messages: MessageTable
     suffix: Template
@@ -229,6 +235,19 @@ def _with_input_checks(method: Callable[..., Any], check_state: bool) -> Callabl
         if check_state:
             self.check_state(args[0] if args else kwargs["state"])
         return method(self, key, *args, **kwargs)
+
+    return checked
+
+
+def _with_params_check(validate: Callable[..., Any]) -> Callable[..., Any]:
+    """An env's ``validate_params``, checking first that the params have the
+    structure and leaf dtypes of its default params."""
+
+    @functools.wraps(validate)
+    def checked(self: Environment, params: Any) -> Any:
+        default = jax.eval_shape(lambda: self.default_params)
+        check_structure(params, default, f"the params of {self!r}", shapes=False)
+        return validate(self, params)
 
     return checked
 
