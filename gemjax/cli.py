@@ -144,6 +144,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Kernel throughput table for the chosen ids, then a sample episode."""
     from gemjax.benchmark import measure
 
+    if args.json is not None and not args.json.strip():
+        raise UsageError("--json must name a file, got an empty string")
     env_ids = args.env or list_envs()
     rows = []
     print(f"{'env id':45s} {'batch':>6s} {'steps/s':>14s} {'ns/step':>9s} {'compile s':>9s}")

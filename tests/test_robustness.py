@@ -225,6 +225,21 @@ def test_text_env_state_refuses_what_is_not_its_state(env_id):
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)
+def test_params_of_other_dtypes_or_classes_are_refused(env_id):
+    """Params whose leaves are floats where the game reads integers (or bools where
+    it reads floats) raise at construction, not read as truncated numbers."""
+    env = kernel(env_id)
+    params = env.default_params
+    retyped = jax.tree.map(
+        lambda x: np.asarray(x, np.float32 if x.dtype != np.float32 else bool), params
+    )
+    for bad in (retyped, {}, first_state(env_id)):
+        with pytest.raises(TypeError, match=re.escape(f"the params of {env!r}")):
+            gem.TextEnv(env, bad)
+    env.validate_params(params)
+
+
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_text_env_refuses_non_integer_seeds_and_non_text_actions(env_id):
     env = text_env(env_id)
     for bad in (1.5, True, "3", np.float32(2.0)):
@@ -346,9 +361,11 @@ def test_train_settings_that_do_not_fit_are_one_line_errors(flags, message, caps
     assert not out.exists()
 
 
-def test_train_refuses_an_empty_out(capsys):
+def test_empty_paths_are_one_line_errors(capsys):
     assert cli.main(["train", "--out", ""]) == 2
     assert "--out must name a run directory" in capsys.readouterr().err
+    assert cli.main(["bench", "--env", "game:GuessTheNumber-v0-easy", "--json", " "]) == 2
+    assert "--json must name a file" in capsys.readouterr().err
 
 
 def test_debug_shows_the_traceback(capsys, tmp_path):
