@@ -39,6 +39,17 @@ def seed_reset_keys(seeds: Sequence[int]) -> jax.Array:
     return jax.random.wrap_key_data(raw)
 
 
+@dataclass(frozen=True)
+class LastTurn:
+    """One :meth:`HostAgent.act` call's ids: prompt int32[B, S] and length int32[B]
+    (1 where the prompt did not fit), response int32[B, K] and length int32[B]."""
+
+    prompt_ids: np.ndarray
+    prompt_length: np.ndarray
+    response_ids: np.ndarray
+    response_length: np.ndarray
+
+
 class HostAgent:
     """A token agent answering observation strings (see the module docstring).
 
@@ -52,6 +63,7 @@ class HostAgent:
     Attributes:
         cut: bool[B] lanes whose last prompt did not fit the context (they were
             answered with :data:`INVALID_ACTION`).
+        last: the last turn's token ids, as :class:`LastTurn`.
     """
 
     def __init__(
@@ -108,8 +120,10 @@ class HostAgent:
         )
         self._previous, self._previous_length = ids, length
         self.cut = ~fits
+        response, response_length = np.asarray(response), np.asarray(response_length)
+        self.last = LastTurn(ids, length, response, response_length)
         texts = self.tokenizer.batch_decode(
-            [r[:n] for r, n in zip(np.asarray(response), np.asarray(response_length), strict=True)]
+            [r[:n] for r, n in zip(response, response_length, strict=True)]
         )
         cut = self.cut | np.asarray(response_cut)
         return [INVALID_ACTION if c else t for t, c in zip(texts, cut, strict=True)]

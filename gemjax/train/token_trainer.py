@@ -295,9 +295,16 @@ class TokenTrainer:
         return -masked_mean(per_turn, traj.valid)
 
     def update(self, state: TokenTrainState) -> tuple[TokenTrainState, TokenStepMetrics]:
-        """One RL update: a sampled rollout and ``update_epochs`` gradient steps."""
+        """One RL update: a sampled rollout, then :meth:`learn` from it."""
         key, reset_key, rollout_key = jax.random.split(state.key, 3)
         traj = self.rollout.collect(state.params, self._reset_keys(reset_key), rollout_key)
+        return self.learn(state.replace(key=key), traj)
+
+    def learn(
+        self, state: TokenTrainState, traj: TokenTrajectory
+    ) -> tuple[TokenTrainState, TokenStepMetrics]:
+        """``update_epochs`` policy-gradient steps on a trajectory (from
+        :meth:`TokenRollout.collect`, or built from a host loop's token ids)."""
         adv = advantages(self.config, traj)
 
         def epoch(carry, _):
@@ -316,10 +323,7 @@ class TokenTrainer:
             loss=losses[-1],
             response_log_prob=masked_mean(traj.log_probs, traj.valid),
         )
-        new_state = state.replace(
-            params=params, opt_state=opt_state, key=key, update=state.update + 1
-        )
-        return new_state, metrics
+        return state.replace(params=params, opt_state=opt_state, update=state.update + 1), metrics
 
     def _forced_responses(self, key: jax.Array) -> Generated:
         """Warm-up responses: int32[T, B, K] rows of the table, drawn uniformly."""

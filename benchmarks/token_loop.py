@@ -1,0 +1,254 @@
+"""Throughput of the whole token-agent loop on device against the same loop with the
+text on the host, in one run.
+
+For each model size and batch ``B``, one RL update (ReBN) of a token agent on
+GuessTheNumber (``game:GuessTheNumber-v0-hard``, qwen3 tokenizer, ``qwen3_game``
+chat prompts), timed whole:
+
+* **device**: :meth:`TokenTrainer.update`, one jitted call: the kernel, the bridge's
+  prompt rendering and parsing, the model's prefill and sampling, and the ReBN
+  update of the replayed responses;
+* **host**: the same model, sizes and update, with the text on the host as a GEM
+  user's loop has it: ``gem-llm``'s envs with GEM's ``concat`` wrapper render the
+  observation strings, the qwen3_game template wraps them, ``tokenizer(batch)``
+  tokenizes, one device call a turn generates (the same KV-cache reuse),
+  ``batch_decode`` decodes and the env's regex parses; then the same jitted update
+  on the collected token ids.
+
+The model is first warmed up on the format (a few supervised steps) so episodes run
+several turns. Figures: env turns per second and generated tokens per second (both
+counted from the episodes played), the ratio device/host, and the share of the
+device update that the kernel and the bridge take (a rollout with the same
+responses forced, without the model, against the whole update). Prints a table and
+writes ``benchmarks/results/token_loop_<backend>.json`` (or ``--out``).
+
+Usage: ``python benchmarks/token_loop.py [--batches 256 1024] [--sizes default large]
+[--repeats 2] [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import gem as gem_llm
+import jax
+import jax.numpy as jnp
+import numpy as np
+from gem.wrappers.observation_wrapper import ObservationWrapper
+
+from gemjax.train.lm import TinyLMConfig
+from gemjax.train.token_agent import HostAgent
+from gemjax.train.token_rollout import TokenLoopConfig, TokenTrajectory, shared_prefix
+from gemjax.train.token_trainer import TokenTrainConfig, TokenTrainer, make_token_train
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV_ID = "game:GuessTheNumber-v0-hard"
+SIZES = {
+    "default": TinyLMConfig(),
+    "large": TinyLMConfig(width=256, heads=8, layers=4, mlp=512),
+    "tiny": TinyLMConfig(width=32, heads=2, layers=1, mlp=64),
+}
+LOOP = TokenLoopConfig(horizon=7, context=384, response_tokens=8, prefill_chunk=32)
+WARMUP_STEPS = 40
+
+
+def best_of(repeats: int, run: Any) -> float:
+    """The fastest of ``repeats`` timed calls of ``run`` (seconds)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(run())
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def host_rollout(trainer: TokenTrainer, params: Any, batch: int, seed: int) -> TokenTrajectory:
+    """``batch`` gem-llm episodes played through the host text path; the ids each
+    turn fed and generated, as a :class:`TokenTrajectory` for the same update."""
+    rollout = trainer.rollout
+    config = rollout.config
+    agent = HostAgent(rollout, params, greedy=False, seed=seed)
+    envs = [
+        ObservationWrapper(gem_llm.make(ENV_ID), include_action=False, include_chat_template=False)
+        for _ in range(batch)
+    ]
+    observations = [env.reset(seed=seed + lane)[0] for lane, env in enumerate(envs)]
+    agent.reset(batch)
+    running = np.ones(batch, np.bool_)
+    turns: list[dict[str, np.ndarray]] = []
+    own = np.zeros((batch, config.context), np.int32)
+    own_length = np.zeros(batch, np.int32)
+    for _ in range(config.horizon):
+        if not running.any():
+            break
+        responses = agent.act(observations)
+        last = agent.last
+        valid = running & ~agent.cut
+        rewards = np.zeros(batch, np.float32)
+        errors = np.zeros(batch, np.bool_)
+        for lane in np.nonzero(valid)[0]:
+            observation, reward, terminated, truncated, _ = envs[lane].step(responses[lane])
+            observations[lane] = observation
+            rewards[lane] = reward
+            errors[lane] = observation.endswith("did not provide a valid guess.")
+            running[lane] = not (terminated or truncated)
+        running &= valid
+        start = np.asarray(shared_prefix(own, own_length, last.prompt_ids, last.prompt_length))
+        own = np.where(valid[:, None], last.prompt_ids, own)
+        own_length = np.where(valid, last.prompt_length, own_length)
+        turns.append(
+            dict(
+                prompt_ids=last.prompt_ids,
+                prompt_length=last.prompt_length,
+                prompt_start=start,
+                response_ids=last.response_ids,
+                response_length=last.response_length,
+                rewards=rewards,
+                valid=valid,
+                success=valid & (rewards == 1.0),
+                format_error=valid & errors,
+            )
+        )
+    horizon = config.horizon
+    stacked = {k: np.stack([t[k] for t in turns]) for k in turns[0]}
+    pad = horizon - len(turns)
+    stacked = {k: np.pad(v, [(0, pad)] + [(0, 0)] * (v.ndim - 1)) for k, v in stacked.items()}
+    mask = stacked["valid"]
+    return TokenTrajectory(
+        prompt_ids=jnp.asarray(np.where(mask[..., None], stacked["prompt_ids"], 0)),
+        prompt_length=jnp.asarray(np.where(mask, stacked["prompt_length"], 0)),
+        prompt_start=jnp.asarray(np.where(mask, stacked["prompt_start"], 0)),
+        response_ids=jnp.asarray(np.where(mask[..., None], stacked["response_ids"], 0)),
+        response_length=jnp.asarray(np.where(mask, stacked["response_length"], 0)),
+        token_log_probs=jnp.zeros((horizon, batch, config.response_tokens), jnp.float32),
+        actions=jnp.zeros((horizon, batch), jnp.int32),
+        rewards=jnp.asarray(stacked["rewards"]),
+        valid=jnp.asarray(mask),
+        success=jnp.asarray(stacked["success"]),
+        format_error=jnp.asarray(stacked["format_error"]),
+        response_cut=jnp.zeros((horizon, batch), jnp.bool_),
+        context_cut=jnp.zeros((batch,), jnp.bool_),
+    )
+
+
+def measure(size: str, batch: int, repeats: int, warmup_steps: int) -> dict[str, Any]:
+    """One row of the table: device and host updates of one model size and batch."""
+    config = TokenTrainConfig(
+        env_id=ENV_ID,
+        model=SIZES[size],
+        loop=LOOP,
+        num_episodes=batch,
+        num_updates=1,
+        warmup_updates=0,
+        eval_every=1,
+        warmup_learning_rate=1e-2,
+    )
+    trainer = make_token_train(config)
+    state = jax.jit(trainer.init)(jax.random.key(0))
+    warm = dataclasses.replace(trainer, config=dataclasses.replace(config, num_episodes=32))
+    step = jax.jit(warm.warmup_step)
+    for _ in range(warmup_steps):
+        state, _ = step(state)
+    state = state.replace(warmup=jnp.int32(0))
+
+    update = jax.jit(trainer.update)
+    compile_start = time.perf_counter()
+    compiled = update.lower(state).compile()
+    compile_s = time.perf_counter() - compile_start
+    _, metrics = compiled(state)
+    device_s = best_of(repeats, lambda: compiled(state))
+    played = float(metrics.rollout.episodes.mean_turns) * batch
+    tokens = float(metrics.rollout.response_tokens) * played
+
+    forced = trainer._forced_responses(jax.random.key(1))
+    keys = jax.random.split(jax.random.key(2), batch)
+    env_only = jax.jit(lambda p: trainer.rollout.collect(p, keys, jax.random.key(3), forced=forced))
+    env_only(state.params)
+    env_s = best_of(repeats, lambda: env_only(state.params))
+
+    learn = jax.jit(trainer.learn)
+    host_traj = host_rollout(trainer, state.params, batch, seed=0)
+    learn(state, host_traj)
+
+    def host_update() -> Any:
+        traj = host_rollout(trainer, state.params, batch, seed=0)
+        return learn(state, traj)
+
+    host_s = best_of(repeats, host_update)
+    host_played = float(np.sum(host_traj.valid))
+    host_tokens = float(np.sum(np.where(host_traj.valid, host_traj.response_length, 0)))
+    row = {
+        "size": size,
+        "params": int(sum(x.size for x in jax.tree.leaves(state.params))),
+        "batch": batch,
+        "compile_s": compile_s,
+        "device_s": device_s,
+        "device_turns_per_s": played / device_s,
+        "device_tokens_per_s": tokens / device_s,
+        "host_s": host_s,
+        "host_turns_per_s": host_played / host_s,
+        "host_tokens_per_s": host_tokens / host_s,
+        "env_and_bridge_share": env_s / device_s,
+        "mean_turns": played / batch,
+    }
+    row["speedup"] = row["device_turns_per_s"] / row["host_turns_per_s"]
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", type=int, nargs="+", default=[256, 1024])
+    parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=["default", "large"])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS)
+    parser.add_argument("--quick", action="store_true", help="tiny model, batch 16, 1 repeat")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    if args.quick:
+        args.batches, args.sizes, args.repeats, args.warmup_steps = [16], ["tiny"], 1, 2
+    rows = []
+    header = (
+        f"{'size':>8} {'params':>8} {'batch':>6} {'device turns/s':>15} {'tokens/s':>10} "
+        f"{'host turns/s':>13} {'x host':>7} {'env+bridge':>11}"
+    )
+    print(header)
+    for size in args.sizes:
+        for batch in args.batches:
+            row = measure(size, batch, args.repeats, args.warmup_steps)
+            rows.append(row)
+            print(
+                f"{size:>8} {row['params']:>8} {batch:>6} {row['device_turns_per_s']:>15.0f} "
+                f"{row['device_tokens_per_s']:>10.0f} {row['host_turns_per_s']:>13.0f} "
+                f"{row['speedup']:>7.2f} {row['env_and_bridge_share']:>10.1%}",
+                flush=True,
+            )
+    backend = jax.default_backend()
+    out = args.out or ROOT / "benchmarks" / "results" / f"token_loop_{backend}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {
+                "env_id": ENV_ID,
+                "loop": dataclasses.asdict(LOOP),
+                "backend": backend,
+                "devices": [str(d) for d in jax.devices()],
+                "machine": platform.machine(),
+                "python": platform.python_version(),
+                "jax": jax.__version__,
+                "rows": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
