@@ -87,7 +87,7 @@ def _dtype_of(leaf: Any) -> np.dtype:
     """A leaf's dtype as JAX would hold it (host values canonicalized: an int64 NumPy
     array or a Python int counts as int32)."""
     dtype = getattr(leaf, "dtype", None)
-    return jax.dtypes.canonicalize_dtype(dtype if dtype is not None else np.result_type(leaf))
+    return jax.dtypes.canonicalize_dtype(dtype if dtype is not None else np.asarray(leaf).dtype)
 
 
 def check_structure(tree: Any, expected: Any, what: str, shapes: bool = True) -> None:

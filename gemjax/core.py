@@ -239,6 +239,16 @@ def _with_input_checks(method: Callable[..., Any], check_state: bool) -> Callabl
     return checked
 
 
+def counted_action(action: Any, size: int) -> tuple[jax.Array, jax.Array]:
+    """``(count int32[], items int32[size])`` of a counted kernel action
+    ``int32[size + 1]`` ``[count, i_0, ..., i_{size-1}]`` (Mastermind's entries, a word
+    game's letters), checked as :func:`check_int_action` does, with the count clamped
+    to ``size + 1`` as the grammars clamp it: more items than ``size`` can only be of
+    a wrong length, and the text API prints their exact count from the echo."""
+    action = check_int_action(action, (size + 1,))
+    return jnp.minimum(action[0], size + 1), action[1:]
+
+
 def _with_params_check(validate: Callable[..., Any]) -> Callable[..., Any]:
     """An env's ``validate_params``, checking first that the params have the
     structure and leaf dtypes of its default params."""

@@ -193,6 +193,22 @@ def test_a_64_bit_guess_of_target_plus_2_to_32_does_not_win():
     assert env.messages.names[int(ts.event.kind)] == "out_of_range"
 
 
+COUNTED_IDS = [i for i in ALL_IDS if hasattr(kernel(i).grammar, "count_slot")]
+
+
+@pytest.mark.parametrize("env_id", COUNTED_IDS)
+def test_a_huge_count_prints_clamped_as_the_grammar_clamps_it(env_id):
+    """A structured action of all 10**9 (Wordle-hard: five U+3000 and "1000000000
+    letters" before) prints the count ``C + 1`` that docs/gem_differences.md states."""
+    env = kernel(env_id)
+    size = env.grammar.size
+    action = np.full(size + 1, 10**9, np.int32)
+    _, ts = step_of(env_id)(jax.random.key(0), first_state(env_id), action, env.default_params)
+    count = int(ts.event.args[env.messages.arg_slices[env.grammar.count_slot]][0])
+    assert count == size + 1
+    assert "1000000000" not in env.messages.render_event(ts.event).split("[")[0]
+
+
 @pytest.mark.parametrize("env_id", ALL_IDS)
 def test_kernel_refuses_float_and_bool_actions(env_id):
     env = kernel(env_id)
@@ -351,6 +367,11 @@ def test_every_cli_usage_error_is_one_line_with_status_2(verb, argv, capsys, tmp
         (["--algo", "grpo", "--episodes", "12"], "multiple of --group-size"),
         (["--env", "game:GuessTheNumber-v0-easy", "--transitions", "100000"], "more than"),
         (["--updates", "75"], "multiple of --eval-every"),
+        (["--algo", "ppo", "--episodes", "13", "--transitions", "13"], "multiple of --minibatches"),
+        (
+            ["--algo", "ppo", "--episodes", "13", "--horizon", "3"],
+            "do not split into --minibatches",
+        ),
     ],
 )
 def test_train_settings_that_do_not_fit_are_one_line_errors(flags, message, capsys, tmp_path):

@@ -52,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
+from gemjax.core import Environment, Event, Rewards, TimeStep, counted_action
 from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.tokenizer_bridge.grammar import BoxedIntList
@@ -316,8 +316,7 @@ class Mastermind(Environment[MastermindState, MastermindParams]):
         action: jax.Array,
         params: MastermindParams,
     ) -> tuple[MastermindState, TimeStep]:
-        action = check_int_action(action, (self.size + 1,))
-        count, entries = action[0], action[1:]
+        count, entries = counted_action(action, self.size)
         rewards, length, numbers = params.rewards, state.code_length, state.num_numbers
         turn = state.turn + 1
         used = jnp.arange(self.size) < length

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Environment, Rewards, TState, check_int_action
+from gemjax.core import Environment, Rewards, TState, counted_action
 from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
 
@@ -230,12 +230,11 @@ class WordGame(Environment[TState, WordGameParams]):
 
     def _split_action(self, action: jax.Array, alphabet_size: int) -> tuple[jax.Array, jax.Array]:
         """``(count int32[], codes int32[C])`` of a kernel action ``int32[C + 1]``
-        ``[count, c_0, ..., c_{C-1}]``: the count clamped to ``C + 1``, as the grammar
-        clamps it (a longer guess can only be of a wrong length; the text API prints
-        its exact count from the echo), each code to ``0..alphabet_size`` (0 prints
-        nothing)."""
-        action = check_int_action(action, (self.size + 1,))
-        return jnp.minimum(action[0], self.size + 1), jnp.clip(action[1:], 0, alphabet_size)
+        ``[count, c_0, ..., c_{C-1}]``: the count clamped to ``C + 1``
+        (:func:`~gemjax.core.counted_action`), each code to ``0..alphabet_size`` (0
+        prints nothing)."""
+        count, codes = counted_action(action, self.size)
+        return count, jnp.clip(codes, 0, alphabet_size)
 
     def printed_words(self, params: WordGameParams) -> tuple[str, ...]:
         """Every word of the bank's pools, upper case as the game prints them."""

@@ -151,7 +151,8 @@ def horizon_of(config: TrainConfig, env: Environment) -> int:
 
 def check_transitions(config: TrainConfig, horizon: int) -> None:
     """Raise unless ``config.num_transitions`` fits in a rollout of
-    ``num_episodes * horizon`` turns.
+    ``num_episodes * horizon`` turns, and the learning batch (those transitions, or
+    every turn) splits into ``num_minibatches`` equal minibatches.
 
     Raises:
         ValueError: it does not, with what to change.
@@ -162,6 +163,12 @@ def check_transitions(config: TrainConfig, horizon: int) -> None:
             f"num_transitions {config.num_transitions} is more than the {turns} turns a "
             f"rollout holds ({config.num_episodes} episodes x {horizon} turns): lower "
             "--transitions, or raise --episodes or --horizon"
+        )
+    if (config.num_transitions or turns) % config.num_minibatches:
+        raise ValueError(
+            f"the {turns} turns of a rollout ({config.num_episodes} episodes x {horizon}) "
+            f"do not split into num_minibatches {config.num_minibatches}: change "
+            "--episodes or --minibatches, or give --transitions"
         )
 
 
