@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gemjax.registry import list_envs, spec
-from gemjax.train.config import ALGOS, TrainConfig
+from gemjax.train.config import ALGOS, TOKENIZERS, TrainConfig
 
 # transformers (imported by the token bridge and trainer) announces at import that
 # PyTorch is absent, which gemjax never needs: keep its stderr for errors, so a usage
@@ -80,6 +80,17 @@ def user_input(flags: dict[str, str] | None = None) -> Iterator[None]:
         raise UsageError(message) from error
 
 
+def non_negative(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
 def positive(text: str) -> int:
     """argparse type: an integer >= 1."""
     try:
@@ -113,24 +124,61 @@ def cmd_play(args: argparse.Namespace) -> int:
     the game has ended and why (the last message's name and the flags)."""
     from gemjax.gem import make
 
+    agent = load_agent(args.agent, args.env_id) if args.agent else None
     env = make(args.env_id, seed=args.seed)
     obs, info = env.reset(seed=args.seed)
     print(obs)
+    history = [obs]
     terminated = truncated = False
     while not (terminated or truncated):
         if "suffix" in info:  # GEM's Mastermind resets without one
             print(info["suffix"])
-        try:
-            action = input("> ")
-        except EOFError:
-            print()
-            return 0
+        if agent is None:
+            try:
+                action = input("> ")
+            except EOFError:
+                print()
+                return 0
+        else:
+            action = agent_turn(agent, history, info)
         obs, reward, terminated, truncated, info = env.step(action)
+        history.append(obs)
         print(obs)
         print(f"[reward {reward}, terminated {terminated}, truncated {truncated}]")
     ending = "truncated at the turn limit" if truncated else "terminated"
     print(f"The game has ended ({env.last_message.replace('_', ' ')}; {ending}).")
     return 0
+
+
+def load_agent(run_dir: str, env_id: str) -> Any:
+    """The greedy :class:`~gemjax.train.token_agent.HostAgent` of a token agent's
+    run directory, which must have been trained on ``env_id``."""
+    from gemjax.train.host import load_token_run
+    from gemjax.train.token_agent import HostAgent
+
+    with user_input():
+        trainer, state = load_token_run(Path(run_dir))
+    if trainer.config.env_id != env_id:
+        raise UsageError(f"--agent {run_dir} was trained on {trainer.config.env_id}, not {env_id}")
+    agent = HostAgent(trainer.rollout, state.params)
+    agent.reset(1)
+    return agent
+
+
+def agent_turn(agent: Any, history: list[str], info: dict[str, Any]) -> str:
+    """The agent's response to GEM's ``concat`` observation of ``history``, its
+    text printed as it is generated."""
+    from gemjax.train.token_agent import INVALID_ACTION
+
+    concat = "".join(o if o.endswith("\n") else o + "\n" for o in history)
+    print("> ", end="", flush=True)
+    pieces = []
+    for piece in agent.stream(concat + info.get("suffix", "")):
+        print(piece, end="", flush=True)
+        pieces.append(piece)
+    print()
+    text = "".join(pieces)
+    return INVALID_ACTION if text.endswith(INVALID_ACTION) else text
 
 
 def sample_episode(env_id: str, seed: int) -> str:
@@ -218,12 +266,130 @@ def fit_default_transitions(config: TrainConfig) -> TrainConfig:
     return config
 
 
+MLP_FLAGS = ("hidden", "transitions", "minibatches", "mask_invalid", "ent_coef")
+TOKEN_FLAGS = ("tokenizer", "warmup", "context", "response_tokens", "width", "layers", "no_chat")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _refuse_flags(args: argparse.Namespace, names: Sequence[str], policy: str) -> None:
+    for name in names:
+        if getattr(args, name) not in (None, False):
+            raise UsageError(f"{_flag(name)} does not apply to --policy {policy}")
+
+
+def token_train_config(args: argparse.Namespace) -> Any:
+    """The :class:`~gemjax.train.token_trainer.TokenTrainConfig` of ``gemjax train
+    --policy token``'s arguments (unset options take its defaults; the horizon is
+    at most the env's turn limit)."""
+    from gemjax.registry import make
+    from gemjax.train.token_trainer import TokenTrainConfig
+
+    _refuse_flags(args, MLP_FLAGS, "token")
+    defaults = TokenTrainConfig()
+    with user_input(TRAIN_FLAGS):
+        max_turns = getattr(make(args.env).default_params, "max_turns", None)
+        horizon = args.horizon or min(defaults.loop.horizon, int(max_turns or 10**9))
+        loop = dataclasses.replace(
+            defaults.loop,
+            horizon=horizon,
+            **{
+                name: value
+                for name, value in (
+                    ("context", args.context),
+                    ("response_tokens", args.response_tokens),
+                    ("chat", False if args.no_chat else None),
+                )
+                if value is not None
+            },
+        )
+        model = dataclasses.replace(
+            defaults.model,
+            **{k: v for k, v in (("width", args.width), ("layers", args.layers)) if v},
+        )
+        overrides = {
+            "env_id": args.env,
+            "tokenizer": args.tokenizer,
+            "algo": args.algo,
+            "gamma": args.gamma,
+            "num_updates": args.updates,
+            "num_episodes": args.episodes,
+            "warmup_updates": args.warmup,
+            "group_size": args.group_size,
+            "learning_rate": args.lr,
+            "clip_eps": args.clip_eps,
+            "update_epochs": args.epochs,
+            "eval_every": args.eval_every,
+            "eval_episodes": args.eval_episodes,
+        }
+        return dataclasses.replace(
+            defaults,
+            model=model,
+            loop=loop,
+            **{k: v for k, v in overrides.items() if v is not None},
+        )
+
+
+def host_episode(trainer: Any, params: Any, env_id: str, seed: int) -> str:
+    """One greedy episode of a token agent through ``gemjax.gem``, as text: each
+    turn's observation (GEM's text) and the agent's response."""
+    from gemjax.gem import make
+    from gemjax.train.token_agent import HostAgent
+
+    agent = HostAgent(trainer.rollout, params)
+    env = make(env_id)
+    observation, info = env.reset(seed=seed)
+    history = [observation]
+    lines = [observation]
+    for _ in range(trainer.config.loop.horizon):
+        concat = "".join(o if o.endswith("\n") else o + "\n" for o in history)
+        response = agent.act([concat + info.get("suffix", "")])[0]
+        lines.append(f"> {response}")
+        observation, reward, terminated, truncated, info = env.step(response)
+        history.append(observation)
+        lines.append(f"{observation}  [reward {reward}]")
+        if terminated or truncated:
+            break
+    return "\n".join(lines)
+
+
+def cmd_train_token(args: argparse.Namespace) -> int:
+    """``gemjax train --policy token``: warm-up and RL of a token agent."""
+    config = token_train_config(args)
+    from gemjax.train.host import load_token_run, run_token
+
+    with user_input(TRAIN_FLAGS):
+        result = run_token(
+            config,
+            Path(args.out),
+            seed=args.seed,
+            checkpoint_every=args.checkpoint_every,
+            progress=not args.no_progress,
+        )
+        trainer, state = load_token_run(Path(args.out))
+    print("A greedy episode of the trained agent, played through gemjax.gem:\n")
+    print(host_episode(trainer, state.params, config.env_id, args.seed))
+    print()
+    last = result.records[-1]
+    print(
+        f"step {last['update']}: greedy success {last['success']:.3f}, "
+        f"mean turns {last['mean_turns']:.2f}, format errors {last['format_error_rate']:.3f}; "
+        f"compile {result.compile_seconds:.1f} s; wall {last['wall_s']:.1f} s"
+    )
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """Train a policy on a game; write metrics, a plot and checkpoints to ``--out``."""
     import jax
 
     if not args.out.strip():
         raise UsageError("--out must name a run directory, got an empty string")
+    if args.policy == "token":
+        return cmd_train_token(args)
+    _refuse_flags(args, TOKEN_FLAGS, "mlp")
     config = train_config(args)
     if args.distributed:
         jax.distributed.initialize()
@@ -291,6 +457,22 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--checkpoint-every", type=positive, default=10, help="chunks per checkpoint"
     )
+    train.add_argument(
+        "--policy",
+        choices=("mlp", "token"),
+        default="mlp",
+        help="mlp: structured observations; token: a transformer reading and writing GEM's text",
+    )
+    token = train.add_argument_group("token policy (--policy token)")
+    token.add_argument("--tokenizer", choices=TOKENIZERS, help="default qwen3")
+    token.add_argument("--warmup", type=non_negative, help="format warm-up steps before RL")
+    token.add_argument("--context", type=positive, help="KV-cache slots per episode")
+    token.add_argument("--response-tokens", type=positive, help="most tokens of a response")
+    token.add_argument("--width", type=positive, help="transformer width")
+    token.add_argument("--layers", type=positive, help="transformer blocks")
+    token.add_argument(
+        "--no-chat", action="store_true", help="plain concat prompts (no qwen3_game)"
+    )
     train.add_argument("--distributed", action="store_true", help="jax.distributed (multi-host)")
     train.add_argument(
         "--no-progress", action="store_true", help="no progress bar (never shown off a terminal)"
@@ -307,6 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     play = commands.add_parser("play", help="play a game in the terminal")
     play.add_argument("env_id", type=env_id_of)
     play.add_argument("--seed", type=int, default=None)
+    play.add_argument("--agent", help="a token agent's run directory (gemjax train --policy token)")
     play.set_defaults(run=cmd_play)
     bench = commands.add_parser("bench", help="kernel throughput of batched random rollouts")
     bench.add_argument(

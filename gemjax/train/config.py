@@ -10,6 +10,7 @@ from gemjax.checks import boolean, integer, real
 
 Algo = Literal["rebn", "reinforce", "grpo", "ppo"]
 ALGOS: tuple[Algo, ...] = ("rebn", "reinforce", "grpo", "ppo")
+TOKENIZERS = ("qwen3", "bytes")  # the built-in tokenizers a token agent can use
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,17 @@ from tqdm import tqdm
 
 from gemjax.checks import integer
 from gemjax.train.config import TrainConfig
-from gemjax.train.trainer import BATCH_AXIS, ChunkMetrics, TrainState, make_train
+from gemjax.train.lm import TinyLMConfig
+from gemjax.train.rollout import EpisodeMetrics
+from gemjax.train.token_rollout import TokenLoopConfig
+from gemjax.train.token_trainer import (
+    TokenChunkMetrics,
+    TokenTrainConfig,
+    TokenTrainer,
+    TokenTrainState,
+    make_token_train,
+)
+from gemjax.train.trainer import BATCH_AXIS, ChunkMetrics, make_train
 
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "learning_curve.png"
@@ -39,26 +50,32 @@ def device_mesh() -> Mesh | None:
     return Mesh(np.array(devices), (BATCH_AXIS,)) if len(devices) > 1 else None
 
 
-def to_checkpoint(state: TrainState) -> dict[str, Any]:
-    """A plain pytree of arrays (PRNG keys as their uint32 key data)."""
+def to_checkpoint(state: Any) -> dict[str, Any]:
+    """A plain pytree of arrays of a train state's fields (PRNG keys as their uint32
+    key data)."""
     return {
-        "params": state.params,
-        "opt_state": state.opt_state,
-        "key": jax.random.key_data(state.key),
-        "eval_key": jax.random.key_data(state.eval_key),
-        "update": state.update,
+        field.name: _key_data(getattr(state, field.name)) for field in dataclasses.fields(state)
     }
 
 
-def from_checkpoint(tree: dict[str, Any]) -> TrainState:
-    """Inverse of :func:`to_checkpoint`."""
-    return TrainState(
-        params=tree["params"],
-        opt_state=tree["opt_state"],
-        key=jax.random.wrap_key_data(tree["key"]),
-        eval_key=jax.random.wrap_key_data(tree["eval_key"]),
-        update=tree["update"],
-    )
+def from_checkpoint(tree: dict[str, Any], like: Any) -> Any:
+    """Inverse of :func:`to_checkpoint`: a state of ``like``'s type (whose keys say
+    which leaves are PRNG keys)."""
+    fields = {}
+    for field in dataclasses.fields(like):
+        value = tree[field.name]
+        if _is_key(getattr(like, field.name)):
+            value = jax.random.wrap_key_data(value)
+        fields[field.name] = value
+    return like.replace(**fields)
+
+
+def _is_key(x: Any) -> bool:
+    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _key_data(x: Any) -> Any:
+    return jax.random.key_data(x) if _is_key(x) else x
 
 
 def _number(x: Any) -> float | None:
@@ -67,30 +84,30 @@ def _number(x: Any) -> float | None:
     return None if math.isnan(value) else value
 
 
-def chunk_record(
-    metrics: ChunkMetrics, update: int, env_steps: int, wall_s: float, steps_per_second: float
-) -> dict[str, Any]:
-    """One JSONL row: the greedy evaluation after ``update`` updates (``return``,
-    ``success``, ``mean_turns``, ``mean_turns_success``) and the last update's
-    training metrics."""
+def chunk_record(metrics: ChunkMetrics) -> dict[str, Any]:
+    """A JSONL row's metrics: the greedy evaluation after the chunk (``return``,
+    ``success``, ``mean_turns``, ``mean_turns_success``) and the chunk's last
+    update's training metrics (``run`` adds ``update``, ``phase``, ``env_steps``,
+    ``wall_s`` and ``steps_per_second``)."""
     train = jax.tree.map(lambda x: x[-1], metrics.train)
     return {
-        "update": update,
-        "env_steps": env_steps,
-        "wall_s": wall_s,
-        "steps_per_second": steps_per_second,
-        "return": _number(metrics.eval.episode_return),
-        "success": _number(metrics.eval.success),
-        "mean_turns": _number(metrics.eval.mean_turns),
-        "mean_turns_success": _number(metrics.eval.mean_turns_success),
-        "train_return": _number(train.episodes.episode_return),
-        "train_success": _number(train.episodes.success),
-        "train_mean_turns": _number(train.episodes.mean_turns),
-        "train_mean_turns_success": _number(train.episodes.mean_turns_success),
+        **episode_record("", metrics.eval),
+        **episode_record("train_", train.episodes),
         "loss": _number(train.loss),
         "policy_loss": _number(train.policy_loss),
         "value_loss": _number(train.value_loss),
         "entropy": _number(train.entropy),
+    }
+
+
+def episode_record(prefix: str, episodes: EpisodeMetrics) -> dict[str, float | None]:
+    """``return``, ``success``, ``mean_turns`` and ``mean_turns_success`` of
+    :class:`EpisodeMetrics`, each name after ``prefix``."""
+    return {
+        f"{prefix}return": _number(episodes.episode_return),
+        f"{prefix}success": _number(episodes.success),
+        f"{prefix}mean_turns": _number(episodes.mean_turns),
+        f"{prefix}mean_turns_success": _number(episodes.mean_turns_success),
     }
 
 
@@ -142,16 +159,22 @@ def _read_records(path: Path, up_to: int) -> list[dict[str, Any]]:
     return [r for r in rows if r["update"] <= up_to]
 
 
-def run_settings(config: TrainConfig, seed: int) -> dict[str, Any]:
+def run_settings(config: Any, seed: int) -> dict[str, Any]:
     """What ``config.json`` records: every config field and the seed, as JSON reads
-    them back (tuples as lists)."""
-    return json.loads(json.dumps({**dataclasses.asdict(config), "seed": seed}))
+    them back (tuples as lists); a token agent's run also says ``"policy": "token"``."""
+    settings = {**dataclasses.asdict(config), "seed": seed}
+    if isinstance(config, TokenTrainConfig):
+        settings["policy"] = "token"
+    return json.loads(json.dumps(settings))
 
 
-def check_resume(out_dir: Path, config: TrainConfig, seed: int, done: int | None) -> None:
+def check_resume(
+    out_dir: Path, config: Any, seed: int, done: int | None, planned: int | None = None
+) -> None:
     """Raise unless the run in ``out_dir`` (if any) can go on under ``config`` and
     ``seed``: every setting equal to the recorded ones, but for :data:`RESUMABLE`,
-    and ``num_updates`` at least the ``done`` updates of its latest checkpoint.
+    and the ``planned`` steps (default ``num_updates``) at least the ``done`` steps of
+    its latest checkpoint.
 
     Raises:
         RunMismatch: with each changed setting and what to do.
@@ -179,14 +202,15 @@ def check_resume(out_dir: Path, config: TrainConfig, seed: int, done: int | None
             "with the same settings (only --updates may change, to a longer run), or "
             "train into a new --out"
         )
-    if done is not None and config.num_updates < done:
+    planned = config.num_updates if planned is None else planned
+    if done is not None and planned < done:
         raise RunMismatch(
-            f"{out_dir} is at update {done}, past num_updates {config.num_updates}: ask "
-            f"for at least {done} updates, or train into a new --out"
+            f"{out_dir} is at update {done}, past num_updates {planned}: ask for at "
+            f"least {done} updates, or train into a new --out"
         )
 
 
-def _restore(manager: ocp.CheckpointManager, state: TrainState, out_dir: Path) -> TrainState:
+def _restore(manager: ocp.CheckpointManager, state: Any, out_dir: Path) -> Any:
     """The latest checkpoint of ``manager``, in ``state``'s structure.
 
     Raises:
@@ -202,7 +226,7 @@ def _restore(manager: ocp.CheckpointManager, state: TrainState, out_dir: Path) -
             f"the checkpoint at update {step} in {out_dir} does not fit this model ({cause}): "
             "train into a new --out"
         ) from error
-    return from_checkpoint(restored)
+    return from_checkpoint(restored, state)
 
 
 @dataclasses.dataclass
@@ -210,17 +234,39 @@ class RunResult:
     """What :func:`run` returns.
 
     Attributes:
-        state: the final :class:`TrainState`.
+        state: the final train state.
         records: every JSONL row of the run directory.
-        compile_seconds: compilation of the chunk function.
+        compile_seconds: compilation of the chunk functions.
         steps_per_second: env steps per second of the whole train step (rollout and
             update), over the chunks run now (None if none ran).
     """
 
-    state: TrainState
+    state: Any
     records: list[dict[str, Any]]
     compile_seconds: float
     steps_per_second: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    """A stretch of a run, chunk after chunk (RL updates; a token agent's format
+    warm-up before them).
+
+    Attributes:
+        name: written in each row's ``phase``.
+        chunk: ``chunk(state) -> (state, metrics)``, jitted here, ``steps`` steps.
+        steps: steps per chunk.
+        total: steps of the phase.
+        done: steps of the phase a state has done.
+        record: the phase's JSONL fields of a chunk's metrics.
+    """
+
+    name: str
+    chunk: Callable[[Any], tuple[Any, Any]]
+    steps: int
+    total: int
+    done: Callable[[Any], int]
+    record: Callable[[Any], dict[str, Any]]
 
 
 def run(
@@ -248,14 +294,49 @@ def run(
     if integer("checkpoint_every", checkpoint_every) < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
     trainer = make_train(config, mesh)  # before any file: a bad config writes nothing
+    phase = Phase(
+        "rl",
+        trainer.chunk,
+        config.eval_every,
+        config.num_updates,
+        lambda state: int(state.update),
+        chunk_record,
+    )
+    return run_phases(
+        config,
+        out_dir,
+        seed,
+        trainer.init,
+        [phase],
+        trainer.env_steps_per_update,
+        checkpoint_every,
+        progress,
+        f"{config.env_id} {config.algo}",
+    )
+
+
+def run_phases(
+    config: Any,
+    out_dir: Path,
+    seed: int,
+    init: Callable[[jax.Array], Any],
+    phases: list[Phase],
+    env_steps_per_step: int,
+    checkpoint_every: int,
+    progress: bool,
+    title: str,
+) -> RunResult:
+    """The host loop of :func:`run` over ``phases`` in turn (steps counted across
+    them: a row's ``update`` and the checkpoint numbers are steps of every phase)."""
     checkpoints = (out_dir / CHECKPOINT_DIR).absolute()
+    planned = sum(phase.total for phase in phases)
     done = None
     if checkpoints.exists():
         with ocp.CheckpointManager(checkpoints) as reader:
             done = reader.latest_step()
-    check_resume(out_dir, config, seed, done)
+    check_resume(out_dir, config, seed, done, planned)
     out_dir.mkdir(parents=True, exist_ok=True)
-    state = jax.jit(trainer.init)(jax.random.key(seed))
+    state = jax.jit(init)(jax.random.key(seed))
     manager = ocp.CheckpointManager(
         checkpoints, options=ocp.CheckpointManagerOptions(max_to_keep=2)
     )
@@ -267,16 +348,16 @@ def run(
             raise
     (out_dir / CONFIG_FILE).write_text(json.dumps(run_settings(config, seed), indent=2) + "\n")
     metrics_path = out_dir / METRICS_FILE
-    start = int(state.update)
+    steps_done = lambda state: sum(phase.done(state) for phase in phases)  # noqa: E731
+    start = steps_done(state)
     records = _read_records(metrics_path, start)
     metrics_path.write_text("".join(json.dumps(r) + "\n" for r in records))
 
-    steps_per_chunk = config.eval_every * trainer.env_steps_per_update
-    run_seconds = 0.0
-    chunks = 0
+    run_seconds = compile_seconds = 0.0
+    chunks = env_steps_run = 0
     with (
         tqdm(
-            total=config.num_updates,
+            total=planned,
             initial=start,
             disable=not (progress and sys.stderr.isatty()),
             unit="upd",
@@ -284,35 +365,129 @@ def run(
         ) as bar,
         metrics_path.open("a") as sink,
     ):
-        compile_start = time.perf_counter()
-        chunk = jax.jit(trainer.chunk).lower(state).compile()
-        compile_seconds = time.perf_counter() - compile_start
-        bar.set_description(config.env_id)
-        while int(state.update) < config.num_updates:
-            tick = time.perf_counter()
-            state, metrics = chunk(state)
-            jax.block_until_ready(metrics)
-            elapsed = time.perf_counter() - tick
-            run_seconds += elapsed
-            chunks += 1
-            update = int(state.update)
-            record = chunk_record(
-                metrics,
-                update,
-                update * trainer.env_steps_per_update,
-                wall_s=run_seconds + compile_seconds,
-                steps_per_second=steps_per_chunk / elapsed,
-            )
-            records.append(record)
-            sink.write(json.dumps(record) + "\n")
-            sink.flush()
-            bar.update(config.eval_every)
-            bar.set_postfix(success=record["success"], turns=record["mean_turns"])
-            if chunks % checkpoint_every == 0 or update >= config.num_updates:
-                manager.save(update, args=ocp.args.StandardSave(to_checkpoint(state)))
+        for phase in phases:
+            if phase.done(state) >= phase.total:
+                continue
+            bar.set_description(f"{config.env_id} {phase.name} (compiling)")
+            compile_start = time.perf_counter()
+            chunk = jax.jit(phase.chunk).lower(state).compile()
+            compile_seconds += time.perf_counter() - compile_start
+            bar.set_description(f"{config.env_id} {phase.name}")
+            while phase.done(state) < phase.total:
+                tick = time.perf_counter()
+                state, metrics = chunk(state)
+                jax.block_until_ready(metrics)
+                elapsed = time.perf_counter() - tick
+                run_seconds += elapsed
+                chunks += 1
+                env_steps_run += phase.steps * env_steps_per_step
+                step = steps_done(state)
+                record = {
+                    "update": step,
+                    "phase": phase.name,
+                    "env_steps": step * env_steps_per_step,
+                    "wall_s": run_seconds + compile_seconds,
+                    "steps_per_second": phase.steps * env_steps_per_step / elapsed,
+                    **phase.record(metrics),
+                }
+                records.append(record)
+                sink.write(json.dumps(record) + "\n")
+                sink.flush()
+                bar.update(phase.steps)
+                bar.set_postfix(success=record["success"], turns=record["mean_turns"])
+                if chunks % checkpoint_every == 0 or step >= planned:
+                    manager.save(step, args=ocp.args.StandardSave(to_checkpoint(state)))
     manager.wait_until_finished()
     manager.close()
     if records:
-        plot_learning_curve(records, out_dir / PLOT_FILE, f"{config.env_id} {config.algo}")
-    sps = chunks * steps_per_chunk / run_seconds if chunks else None
+        plot_learning_curve(records, out_dir / PLOT_FILE, title)
+    sps = env_steps_run / run_seconds if chunks else None
     return RunResult(state, records, compile_seconds, sps)
+
+
+def token_record(metrics: TokenChunkMetrics) -> dict[str, Any]:
+    """A token-agent row's metrics: :func:`chunk_record`'s episode fields, plus
+    ``format_error_rate`` (greedy) and ``train_format_error_rate``, the episodes
+    stopped by the context rule, the generated tokens per turn, the loss and the
+    mean response log-probability of the chunk's last step."""
+    train = jax.tree.map(lambda x: x[-1], metrics.train)
+    return {
+        **episode_record("", metrics.eval.episodes),
+        **episode_record("train_", train.rollout.episodes),
+        "format_error_rate": _number(metrics.eval.format_error_rate),
+        "train_format_error_rate": _number(train.rollout.format_error_rate),
+        "context_cut": _number(metrics.eval.context_cut),
+        "response_tokens": _number(train.rollout.response_tokens),
+        "loss": _number(train.loss),
+        "response_log_prob": _number(train.response_log_prob),
+    }
+
+
+def run_token(
+    config: TokenTrainConfig,
+    out_dir: Path,
+    seed: int = 0,
+    checkpoint_every: int = 10,
+    progress: bool = True,
+) -> RunResult:
+    """:func:`run` for a token agent: the format warm-up's chunks, then RL's, into
+    ``out_dir`` (rows of both phases in ``metrics.jsonl``, ``phase`` tells which;
+    ``update`` counts the steps of both). Resumes exactly, under the same rules."""
+    if integer("checkpoint_every", checkpoint_every) < 1:
+        raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+    trainer = make_token_train(config)
+    phases = [
+        Phase(
+            "warmup",
+            trainer.warmup_chunk,
+            config.eval_every,
+            config.warmup_updates,
+            lambda state: int(state.warmup),
+            token_record,
+        ),
+        Phase(
+            "rl",
+            trainer.chunk,
+            config.eval_every,
+            config.num_updates,
+            lambda state: int(state.update),
+            token_record,
+        ),
+    ]
+    return run_phases(
+        config,
+        out_dir,
+        seed,
+        trainer.init,
+        phases,
+        trainer.env_steps_per_update,
+        checkpoint_every,
+        progress,
+        f"{config.env_id} token agent {config.algo}",
+    )
+
+
+def load_token_run(out_dir: Path) -> tuple[TokenTrainer, TokenTrainState]:
+    """The trainer and latest checkpointed state of a token agent's run directory.
+
+    Raises:
+        RunMismatch: ``out_dir`` holds no token agent's run, or no checkpoint.
+    """
+    path = out_dir / CONFIG_FILE
+    if not path.is_file():
+        raise RunMismatch(f"{out_dir} has no {CONFIG_FILE}: name a gemjax train --out")
+    settings = json.loads(path.read_text())
+    if settings.pop("policy", None) != "token":
+        raise RunMismatch(f"{out_dir} holds no token agent (train with --policy token)")
+    seed = settings.pop("seed")
+    settings["model"] = TinyLMConfig(**settings["model"])
+    settings["loop"] = TokenLoopConfig(**settings["loop"])
+    trainer = make_token_train(TokenTrainConfig(**settings))
+    checkpoints = (out_dir / CHECKPOINT_DIR).absolute()
+    if not checkpoints.exists():
+        raise RunMismatch(f"{out_dir} has no checkpoint yet")
+    with ocp.CheckpointManager(checkpoints) as manager:
+        if manager.latest_step() is None:
+            raise RunMismatch(f"{out_dir} has no checkpoint yet")
+        state = _restore(manager, jax.jit(trainer.init)(jax.random.key(seed)), out_dir)
+    return trainer, state

@@ -24,6 +24,9 @@ a :class:`~gemjax.train.lm.TinyLM` over the bridge's vocabulary and the
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +40,7 @@ from gemjax.registry import make
 from gemjax.rng import split
 from gemjax.tokenizer_bridge.bridge import TokenBridge
 from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
-from gemjax.train.config import Algo
+from gemjax.train.config import TOKENIZERS, Algo
 from gemjax.train.estimators import (
     discounted_returns,
     grpo_advantages,
@@ -56,7 +59,6 @@ from gemjax.train.token_rollout import (
 from gemjax.train.trainer import masked_mean
 
 TOKEN_ALGOS: tuple[Algo, ...] = ("rebn", "reinforce", "grpo")
-TOKENIZERS = ("qwen3", "bytes")
 WARMUP_ACTIONS = 4096  # distinct well-formed actions the warm-up draws from, at most
 
 
@@ -88,6 +90,9 @@ class TokenTrainConfig:
             ``-A log pi``).
         update_epochs: gradient steps per RL update (each over the whole batch).
         group_size: GRPO's episodes per initial state.
+        replay_episodes: episodes the learner replays at once (gradients are summed
+            over chunks of this many; ``num_episodes`` must divide by it when it is
+            larger).
         eval_every: steps per host chunk (warm-up and RL alike), each followed by
             a greedy evaluation.
         eval_episodes: episodes per greedy evaluation (always the same ones).
@@ -108,6 +113,7 @@ class TokenTrainConfig:
     clip_eps: float | None = None
     update_epochs: int = 1
     group_size: int = 8
+    replay_episodes: int = 64
     eval_every: int = 20
     eval_episodes: int = 256
 
@@ -121,6 +127,7 @@ class TokenTrainConfig:
         if not 0.0 < self.gamma <= 1.0:
             raise ValueError(f"gamma must lie in (0, 1], got {self.gamma}")
         counts = ("num_episodes", "num_updates", "update_epochs", "group_size", "eval_every")
+        counts += ("replay_episodes",)
         for name in (*counts, "eval_episodes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -136,6 +143,11 @@ class TokenTrainConfig:
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
         if self.clip_eps is not None and not (0 < self.clip_eps < 1):
             raise ValueError(f"clip_eps must lie in (0, 1), got {self.clip_eps!r}")
+        if self.num_episodes % min(self.replay_episodes, self.num_episodes):
+            raise ValueError(
+                f"num_episodes {self.num_episodes} must divide by replay_episodes "
+                f"{self.replay_episodes}"
+            )
         if self.algo == "grpo" and self.num_episodes % self.group_size:
             raise ValueError("num_episodes must be a multiple of group_size for grpo")
 
@@ -279,9 +291,12 @@ class TokenTrainer:
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         return optax.apply_updates(state.params, updates), opt_state
 
-    def policy_loss(self, params: Any, traj: TokenTrajectory, adv: jax.Array) -> jax.Array:
+    def policy_loss(
+        self, params: Any, traj: TokenTrajectory, adv: jax.Array, count: jax.Array
+    ) -> jax.Array:
         """float32[]: GEM's per-token policy-gradient loss, each turn's token sum
-        over ``response_tokens``, averaged over played turns."""
+        over ``response_tokens``, summed over played turns and divided by ``count``
+        (the played turns of the whole batch)."""
         config = self.config
         log_p = self.rollout.response_log_probs(params, traj)
         mask = traj.response_mask
@@ -292,7 +307,36 @@ class TokenTrainer:
             clipped = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
             surrogate = jnp.minimum(ratio * adv[..., None], clipped * adv[..., None])
         per_turn = jnp.sum(jnp.where(mask, surrogate, 0.0), axis=-1) / config.loop.response_tokens
-        return -masked_mean(per_turn, traj.valid)
+        return -jnp.sum(jnp.where(traj.valid, per_turn, 0.0)) / count
+
+    def value_and_grad(
+        self, loss: Callable[..., jax.Array], params: Any, traj: TokenTrajectory, *per_turn: Any
+    ) -> tuple[jax.Array, Any]:
+        """``loss(params, traj, *per_turn)`` and its gradient, summed over chunks of
+        ``replay_episodes`` episodes (the replay's memory grows with the square of
+        an episode's stream, so a big batch is replayed a chunk at a time);
+        ``per_turn`` arrays are float32[T, B]."""
+        batch = traj.valid.shape[1]
+        size = min(self.config.replay_episodes, batch)
+
+        def chunks(x: jax.Array, axis: int) -> jax.Array:
+            shape = (*x.shape[:axis], batch // size, size, *x.shape[axis + 1 :])
+            return jnp.moveaxis(x.reshape(shape), axis, 0)
+
+        pieces = traj.replace(
+            **{
+                name: chunks(getattr(traj, name), 0 if name == "context_cut" else 1)
+                for name in (f.name for f in dataclasses.fields(traj))
+            }
+        )
+
+        def body(total, chunk):
+            value, grads = jax.value_and_grad(loss)(params, *chunk)
+            return jax.tree.map(jnp.add, total, (value, grads)), None
+
+        zero = (jnp.float32(0.0), jax.tree.map(jnp.zeros_like, params))
+        (value, grads), _ = jax.lax.scan(body, zero, (pieces, *(chunks(x, 1) for x in per_turn)))
+        return value, grads
 
     def update(self, state: TokenTrainState) -> tuple[TokenTrainState, TokenStepMetrics]:
         """One RL update: a sampled rollout, then :meth:`learn` from it."""
@@ -306,10 +350,13 @@ class TokenTrainer:
         """``update_epochs`` policy-gradient steps on a trajectory (from
         :meth:`TokenRollout.collect`, or built from a host loop's token ids)."""
         adv = advantages(self.config, traj)
+        count = jnp.maximum(jnp.sum(traj.valid), 1).astype(jnp.float32)
 
         def epoch(carry, _):
             params, opt_state = carry
-            loss, grads = jax.value_and_grad(self.policy_loss)(params, traj, adv)
+            loss, grads = self.value_and_grad(
+                functools.partial(self.policy_loss, count=count), params, traj, adv
+            )
             params, opt_state = self._apply(
                 state.replace(params=params, opt_state=opt_state), grads
             )
@@ -337,10 +384,11 @@ class TokenTrainer:
             cut=jnp.zeros(shape, jnp.bool_),
         )
 
-    def warmup_loss(self, params: Any, traj: TokenTrajectory) -> jax.Array:
-        """float32[]: mean negative log-likelihood of the response tokens."""
+    def warmup_loss(self, params: Any, traj: TokenTrajectory, count: jax.Array) -> jax.Array:
+        """float32[]: negative log-likelihood of the response tokens, summed and
+        divided by ``count`` (the response tokens of the whole batch)."""
         log_p = self.rollout.response_log_probs(params, traj)
-        return -masked_mean(log_p, traj.response_mask)
+        return -jnp.sum(jnp.where(traj.response_mask, log_p, 0.0)) / count
 
     def warmup_step(self, state: TokenTrainState) -> tuple[TokenTrainState, TokenStepMetrics]:
         """One supervised format step on random well-formed actions."""
@@ -348,7 +396,10 @@ class TokenTrainer:
         reset_keys = split(reset_key, self.config.num_episodes)
         forced = self._forced_responses(forced_key)
         traj = self.rollout.collect(state.params, reset_keys, rollout_key, forced=forced)
-        loss, grads = jax.value_and_grad(self.warmup_loss)(state.params, traj)
+        count = jnp.maximum(jnp.sum(traj.response_mask), 1).astype(jnp.float32)
+        loss, grads = self.value_and_grad(
+            functools.partial(self.warmup_loss, count=count), state.params, traj
+        )
         params, opt_state = self._apply(state, grads)
         metrics = TokenStepMetrics(rollout=token_metrics(traj), loss=loss, response_log_prob=-loss)
         new_state = state.replace(

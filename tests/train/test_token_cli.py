@@ -1,0 +1,81 @@
+"""A token agent's run directory: exact resume, ``gemjax train --policy token`` and
+``gemjax play --agent``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from gemjax.cli import main
+from gemjax.train.host import RunMismatch, run_token
+from gemjax.train.lm import TinyLMConfig
+from gemjax.train.token_rollout import TokenLoopConfig
+from gemjax.train.token_trainer import TokenTrainConfig
+
+ENV_ID = "game:GuessTheNumber-v0-easy"
+TINY = TokenTrainConfig(
+    env_id=ENV_ID,
+    model=TinyLMConfig(width=16, heads=2, layers=1, mlp=32),
+    loop=TokenLoopConfig(horizon=2, context=320, response_tokens=6, prefill_chunk=32),
+    num_episodes=4,
+    num_updates=2,
+    warmup_updates=2,
+    eval_every=1,
+    eval_episodes=4,
+)
+TIMING = ("wall_s", "steps_per_second")
+
+
+def _rows(run_dir):
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
+
+
+@pytest.mark.slow
+def test_a_resumed_token_run_equals_an_uninterrupted_one(tmp_path):
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    run_token(TINY, whole, checkpoint_every=1, progress=False)
+    run_token(dataclasses.replace(TINY, num_updates=1), parts, checkpoint_every=1, progress=False)
+    result = run_token(TINY, parts, checkpoint_every=1, progress=False)
+    assert _rows(parts) == _rows(whole)
+    assert [r["phase"] for r in result.records] == ["warmup", "warmup", "rl", "rl"]
+    assert all(r["format_error_rate"] is not None for r in result.records)
+    with pytest.raises(RunMismatch, match="gamma"):
+        run_token(dataclasses.replace(TINY, gamma=0.5), parts, progress=False)
+
+
+@pytest.mark.slow
+def test_cli_trains_a_token_agent_and_play_watches_it(tmp_path, capsys, monkeypatch):
+    out = str(tmp_path / "agent")
+    flags = ["--env", ENV_ID, "--updates", "1", "--warmup", "1", "--eval-every", "1"]
+    flags += ["--episodes", "4", "--eval-episodes", "4", "--width", "16", "--layers", "1"]
+    flags += ["--context", "320", "--response-tokens", "6", "--horizon", "2", "--out", out]
+    assert main(["train", "--policy", "token", *flags]) == 0
+    printed = capsys.readouterr().out
+    assert "A greedy episode of the trained agent" in printed
+    assert "format errors" in printed
+    assert main(["play", ENV_ID, "--agent", out, "--seed", "0"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("> ") >= 1
+    assert "The game has ended" in printed
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--policy", "token", "--hidden", "8"], "--hidden does not apply"),
+        (["train", "--tokenizer", "bytes"], "--tokenizer does not apply to --policy mlp"),
+        (["train", "--policy", "token", "--algo", "ppo"], "algo must be one of"),
+    ],
+)
+def test_token_flag_misuse_is_a_usage_error(argv, message, tmp_path, capsys):
+    assert main([*argv, "--out", str(tmp_path / "x")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_play_agent_needs_a_token_run(tmp_path, capsys):
+    assert main(["play", ENV_ID, "--agent", str(tmp_path)]) == 2
+    assert "config.json" in capsys.readouterr().err
