@@ -1,0 +1,387 @@
+"""Pretrained LLMs as the token agent: Qwen3 and Qwen2.5 from a local Hugging Face folder.
+
+:func:`load_pretrained` reads a folder as Hugging Face writes it (``config.json``,
+``*.safetensors``, the tokenizer files), builds the matching Flax NNX model of
+google-tunix (the ``gemjax[llm]`` extra) with tunix's own safetensors loader, and
+wraps it as a :class:`PretrainedLM`, a :class:`~gemjax.train.lm.CausalLM`, so the
+token rollout, its ReBN update and the rest of :mod:`gemjax.train` run it
+unchanged. Nothing is downloaded; tunix is imported only when a model is loaded.
+
+The architecture comes from ``config.json``'s ``model_type``:
+
+* ``qwen3``: ``tunix.models.qwen3`` (dense models; tunix's Qwen3 rotates with
+  theta 1,000,000 whatever the config says, so other thetas are refused);
+* ``qwen2`` (Qwen2.5): ``tunix.models.qwen2``.
+
+**Cache layout.** tunix's cache (``init_cache``: per layer ``k``/``v`` of
+``[B, S, kv_heads, head_dim]`` and ``end_index`` int32[B]) writes a call's ``L``
+keys at slot ``end_index[0]`` for every lane (``dynamic_update_slice``, so a
+write that would run past the cache is moved back, and the index wraps modulo
+``S``). gemjax's interface writes each lane at its own positions and drops slots
+past the cache. :class:`PretrainedLM` maps one onto the other: it runs the tunix
+model once per lane (``jax.vmap``) with ``end_index`` set to the lane's first
+position (at most ``S``), and its caches carry ``spare_slots`` slots past the
+``S`` the rollout asked for (more are appended for a call longer than that), which
+the attention mask hides and every call drops, so no write is ever moved or
+wrapped. Its calls' positions must therefore be consecutive in each lane
+(``positions[b] = positions[b, 0] + arange(L)``), as the token rollout's prefill
+pieces and generated tokens are.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from transformers import PreTrainedTokenizerBase
+
+from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
+
+TUNIX_THETA = 1_000_000  # the rotary base tunix 0.1.7's Qwen3 attention always uses
+TOKENIZER_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"))
+
+
+@dataclass(frozen=True)
+class Family:
+    """One architecture: its tunix package and the Hugging Face tensors it reads.
+
+    Attributes:
+        package: the tunix module holding ``model`` and ``params``.
+        layer_tensors: each layer's tensor names after ``model.layers.{i}.``.
+    """
+
+    package: str
+    layer_tensors: tuple[str, ...]
+
+
+_COMMON_LAYER = (
+    "self_attn.q_proj.weight",
+    "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight",
+    "self_attn.o_proj.weight",
+    "mlp.gate_proj.weight",
+    "mlp.up_proj.weight",
+    "mlp.down_proj.weight",
+    "input_layernorm.weight",
+    "post_attention_layernorm.weight",
+)
+FAMILIES: dict[str, Family] = {
+    "qwen3": Family(
+        "tunix.models.qwen3",
+        (*_COMMON_LAYER, "self_attn.q_norm.weight", "self_attn.k_norm.weight"),
+    ),
+    "qwen2": Family(
+        "tunix.models.qwen2",
+        (
+            *_COMMON_LAYER,
+            "self_attn.q_proj.bias",
+            "self_attn.k_proj.bias",
+            "self_attn.v_proj.bias",
+        ),
+    ),
+}
+
+
+def _tunix(family: Family) -> tuple[Any, Any]:
+    """tunix's ``model`` and ``params`` modules of ``family`` (imported here, lazily).
+
+    Raises:
+        ImportError: google-tunix is not installed.
+    """
+    try:
+        model = importlib.import_module(f"{family.package}.model")
+        params = importlib.import_module(f"{family.package}.params")
+    except ImportError as error:
+        raise ImportError(
+            "pretrained models need google-tunix: pip install 'gemjax[llm]'"
+        ) from error
+    return model, params
+
+
+class PretrainedLM(nnx.Module):
+    """A tunix causal LM on gemjax's :class:`~gemjax.train.lm.CausalLM` interface.
+
+    Args:
+        model: a tunix ``Qwen3``/``Qwen2`` (an ``nnx.Module`` whose weights are
+            ``nnx.Param``).
+        token_ids: int32[V] the tokenizer's ids, sorted, each below the
+            embedding's row count: the rows of the logits.
+        spare_slots: cache slots kept past the context (see the module docstring);
+            a call of more tokens appends the rest for that call.
+
+    Attributes:
+        model, token_ids, spare_slots: as given.
+    """
+
+    def __init__(self, model: nnx.Module, token_ids: np.ndarray, spare_slots: int = 64) -> None:
+        token_ids = np.asarray(token_ids, np.int32)
+        if token_ids.ndim != 1 or token_ids.size == 0 or np.any(np.diff(token_ids) <= 0):
+            raise ValueError("token_ids must be a non-empty, strictly increasing int32[V]")
+        rows = model.config.vocab_size
+        if token_ids[-1] >= rows:
+            raise ValueError(f"token id {int(token_ids[-1])} has no row in a {rows}-row embedding")
+        if isinstance(spare_slots, bool) or not isinstance(spare_slots, int) or spare_slots < 0:
+            raise ValueError(f"spare_slots must be an int >= 0, got {spare_slots!r}")
+        self.model = model
+        self.token_ids = token_ids
+        self.spare_slots = spare_slots
+        self._prefix = bool(np.array_equal(token_ids, np.arange(token_ids.size)))
+
+    def _rows(self, logits: jax.Array) -> jax.Array:
+        """float32[..., V]: the logits of ``token_ids`` out of the embedding's rows."""
+        if self._prefix:
+            return logits[..., : self.token_ids.size]
+        return jnp.take(logits, jnp.asarray(self.token_ids), axis=-1)
+
+    def __call__(
+        self,
+        tokens: jax.Array,
+        positions: jax.Array,
+        cache: dict[str, dict[str, jax.Array]] | None,
+        attention_mask: jax.Array,
+    ) -> tuple[jax.Array, dict[str, dict[str, jax.Array]] | None]:
+        """Logits float32[B, L, V] after each of ``tokens`` (int32[B, L] tokenizer
+        ids at int32[B, L] ``positions``) and the cache holding their keys.
+
+        ``attention_mask`` is bool[B, L, S] over the ``S`` slots of the context
+        with a cache (from :meth:`init_cache`, whose spare slots it does not
+        cover), bool[B, L, L] without one (``cache=None``)."""
+        if cache is None:
+            logits, _ = self.model(tokens, positions, None, attention_mask)
+            return self._rows(logits), None
+        context = attention_mask.shape[-1]
+        length = tokens.shape[1]
+        layers = sorted(cache)
+        slots = cache[layers[0]]["k"].shape[1]
+        extra = max(0, context + length - slots)
+        grow = lambda x: jnp.pad(x, ((0, 0), (0, extra), (0, 0), (0, 0)))  # noqa: E731
+        keys = {name: (grow(cache[name]["k"]), grow(cache[name]["v"])) for name in layers}
+        mask = jnp.pad(attention_mask, ((0, 0), (0, 0), (0, slots + extra - context)))
+        start = jnp.minimum(positions[:, 0], context).astype(jnp.int32)
+
+        def lane(tokens, positions, mask, keys, start):
+            one = {
+                name: {"k": k[None], "v": v[None], "end_index": start[None]}
+                for name, (k, v) in keys.items()
+            }
+            logits, one = self.model(tokens[None], positions[None], one, mask[None])
+            return logits[0], {name: (one[name]["k"][0], one[name]["v"][0]) for name in one}
+
+        logits, keys = jax.vmap(lane)(tokens, positions, mask, keys, start)
+        end = jnp.minimum(positions[:, -1] + 1, context).astype(jnp.int32)
+        new_cache = {
+            name: {"k": k[:, :slots], "v": v[:, :slots], "end_index": end}
+            for name, (k, v) in keys.items()
+        }
+        return self._rows(logits), new_cache
+
+    def init_cache(self, batch: int, length: int) -> dict[str, dict[str, jax.Array]]:
+        """tunix's empty cache for ``batch`` lanes of ``length`` slots plus the spare
+        ones: per layer ``k``/``v`` [batch, length + spare_slots, kv_heads,
+        head_dim] in the model's dtype and ``end_index`` int32[batch]."""
+        config = self.model.config
+        return self.model.init_cache(batch, length + self.spare_slots, config.dtype)
+
+    def logits(self, ids: jax.Array) -> jax.Array:
+        """float32[B, T, V]: the causal logits of int32[B, T] tokenizer ids at
+        positions ``0..T-1`` (one cache-free forward pass; jittable)."""
+        length = ids.shape[1]
+        positions = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), ids.shape)
+        mask = jnp.broadcast_to(
+            jnp.tril(jnp.ones((length, length), jnp.bool_)), (*ids.shape, length)
+        )
+        return self(ids, positions, None, mask)[0]
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """``config.json`` of ``folder`` as a dict.
+
+    Raises:
+        FileNotFoundError: the folder or its ``config.json`` is missing.
+        ValueError: the file is not a JSON object with a known ``model_type``.
+    """
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no model folder at {folder}")
+    path = folder / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: a Hugging Face model folder needs it")
+    try:
+        config = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from error
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} does not hold a JSON object")
+    model_type = config.get("model_type")
+    if model_type not in FAMILIES:
+        raise ValueError(
+            f"{path}: model_type {model_type!r} is not supported; supported: "
+            f"{', '.join(sorted(FAMILIES))}"
+        )
+    return config
+
+
+def _rope_theta(config: dict[str, Any]) -> float:
+    """The rotary base of a config (``rope_theta``, or transformers 5's
+    ``rope_parameters``; Hugging Face's default 10,000 when neither is given)."""
+    parameters = config.get("rope_parameters") or {}
+    return float(config.get("rope_theta", parameters.get("rope_theta", 10_000.0)))
+
+
+def tunix_config(config: dict[str, Any], dtype: Any, param_dtype: Any) -> Any:
+    """The tunix ``ModelConfig`` of a Hugging Face ``config.json`` dict.
+
+    Raises:
+        ValueError: a setting the tunix model cannot express (attention bias in a
+            Qwen3, a rotary scaling, sliding windows, a Qwen3 theta other than
+            tunix's).
+    """
+    model_type = config["model_type"]
+    module, _ = _tunix(FAMILIES[model_type])
+    if config.get("use_sliding_window"):
+        raise ValueError("config.json: sliding-window attention is not supported")
+    parameters = config.get("rope_parameters") or {}
+    scaling = config.get("rope_scaling") or {}
+    if parameters.get("rope_type", "default") != "default" or scaling:
+        raise ValueError("config.json: rotary scaling is not supported")
+    theta = _rope_theta(config)
+    if model_type == "qwen3":
+        if config.get("attention_bias"):
+            raise ValueError("config.json: a Qwen3 with attention_bias is not supported")
+        if config.get("num_experts"):
+            raise ValueError("config.json: mixture-of-experts Qwen3 is not supported")
+        if theta != TUNIX_THETA:
+            raise ValueError(
+                f"config.json: rope_theta {theta:g}: tunix's Qwen3 rotates with "
+                f"{TUNIX_THETA:g} only"
+            )
+    heads = config["num_attention_heads"]
+    return module.ModelConfig(
+        num_layers=config["num_hidden_layers"],
+        vocab_size=config["vocab_size"],
+        embed_dim=config["hidden_size"],
+        hidden_dim=config["intermediate_size"],
+        num_heads=heads,
+        head_dim=config.get("head_dim") or config["hidden_size"] // heads,
+        num_kv_heads=config.get("num_key_value_heads", heads),
+        rope_theta=int(theta),
+        norm_eps=config["rms_norm_eps"],
+        use_tied_embedding=bool(config.get("tie_word_embeddings", False)),
+        dtype=dtype,
+        param_dtype=param_dtype,
+    )
+
+
+def expected_tensors(config: dict[str, Any]) -> list[str]:
+    """The Hugging Face tensor names a model of ``config`` must have."""
+    family = FAMILIES[config["model_type"]]
+    names = ["model.embed_tokens.weight", "model.norm.weight"]
+    if not config.get("tie_word_embeddings", False):
+        names.append("lm_head.weight")
+    for layer in range(config["num_hidden_layers"]):
+        names += [f"model.layers.{layer}.{name}" for name in family.layer_tensors]
+    return names
+
+
+def check_weights(folder: Path, config: dict[str, Any]) -> None:
+    """Every tensor the model needs is in the folder's safetensors files.
+
+    Raises:
+        FileNotFoundError: no ``*.safetensors`` file, or one that
+            ``model.safetensors.index.json`` names is missing.
+        ValueError: a needed tensor is in no file.
+    """
+    from safetensors import safe_open
+
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        for name in sorted(set(json.loads(index.read_text()).get("weight_map", {}).values())):
+            if not (folder / name).is_file():
+                raise FileNotFoundError(f"{folder / name} is missing ({index.name} names it)")
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{folder} holds no *.safetensors weights")
+    present: set[str] = set()
+    for path in files:
+        with safe_open(str(path), framework="numpy") as handle:
+            present.update(handle.keys())
+    missing = [name for name in expected_tensors(config) if name not in present]
+    if missing:
+        raise ValueError(
+            f"the safetensors files of {folder} ({', '.join(p.name for p in files)}) lack "
+            f"{len(missing)} tensors the config needs, e.g. {', '.join(missing[:3])}"
+        )
+
+
+def load_folder_tokenizer(folder: Path, vocab_size: int) -> PreTrainedTokenizerBase:
+    """The folder's tokenizer, checked against the embedding's ``vocab_size`` rows.
+
+    Raises:
+        FileNotFoundError: no ``tokenizer.json`` (nor ``vocab.json`` and
+            ``merges.txt``).
+        ValueError: a token id has no row in the embedding.
+    """
+    if not any(all((folder / name).is_file() for name in names) for names in TOKENIZER_FILES):
+        raise FileNotFoundError(
+            f"{folder / 'tokenizer.json'} is missing: the folder needs its tokenizer files"
+        )
+    tokenizer = load_tokenizer(str(folder))
+    largest = max(tokenizer.get_vocab().values())
+    if largest >= vocab_size:
+        raise ValueError(
+            f"the tokenizer of {folder} has id {largest}, but config.json's vocab_size "
+            f"(the embedding's rows) is {vocab_size}: they do not belong together"
+        )
+    return tokenizer
+
+
+def load_pretrained(
+    folder: str | Path,
+    dtype: Any = jnp.float32,
+    param_dtype: Any = None,
+    mesh: jax.sharding.Mesh | None = None,
+    spare_slots: int = 64,
+) -> tuple[PretrainedLM, PreTrainedTokenizerBase]:
+    """A local Hugging Face folder as a token-agent policy and its tokenizer.
+
+    Args:
+        folder: holds ``config.json`` (``model_type`` qwen3 or qwen2),
+            ``*.safetensors`` under Hugging Face's tensor names and the tokenizer
+            files (``tokenizer.json``, as ``save_pretrained`` writes them).
+        dtype: the model's compute dtype (``jnp.bfloat16`` halves memory and
+            time on accelerators); logits are float32 either way.
+        param_dtype: the weights' dtype (default: ``dtype``).
+        mesh: place the weights on this mesh by tunix's sharding annotations
+            (axes ``fsdp`` and ``tp``); default: the first device.
+        spare_slots: see :class:`PretrainedLM`.
+
+    Returns:
+        ``(policy, tokenizer)``: the :class:`PretrainedLM` (its ``token_ids`` are
+        every id of the tokenizer) and the tokenizer to build the
+        :class:`~gemjax.tokenizer_bridge.TokenBridge` with.
+
+    Raises:
+        FileNotFoundError: the folder, ``config.json``, the weights or the
+            tokenizer files are missing (the message names the file).
+        ValueError: an unknown ``model_type``, a setting tunix cannot express,
+            missing tensors, or a tokenizer whose ids the embedding does not cover.
+        ImportError: google-tunix is not installed.
+    """
+    folder = Path(folder).expanduser()
+    config = read_config(folder)
+    param_dtype = dtype if param_dtype is None else param_dtype
+    model_config = tunix_config(config, dtype, param_dtype)
+    check_weights(folder, config)
+    tokenizer = load_folder_tokenizer(folder, model_config.vocab_size)
+    _, params = _tunix(FAMILIES[config["model_type"]])
+    model = params.create_model_from_safe_tensors(
+        str(folder), model_config, mesh=mesh, dtype=param_dtype
+    )
+    token_ids = np.asarray(sorted(tokenizer.get_vocab().values()), np.int32)
+    return PretrainedLM(model, token_ids, spare_slots=spare_slots), tokenizer

@@ -1,0 +1,345 @@
+"""Pretrained LLMs through google-tunix (``gemjax[llm]``): loading, logits, KV cache.
+
+Each test model is a tiny random Qwen3 (or Qwen2.5) written as a Hugging Face folder
+in a temporary directory: ``config.json`` by transformers' config class, the
+weights under Hugging Face's tensor names with ``safetensors``, and gemjax's
+``qwen3`` tokenizer saved with ``save_pretrained``. Its logits are checked
+against a NumPy forward pass that follows Hugging Face's modelling code.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+pytest.importorskip("tunix")
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+import gemjax  # noqa: E402
+from gemjax.tokenizer_bridge import TokenBridge, load_tokenizer  # noqa: E402
+from gemjax.train.llm import PretrainedLM, load_pretrained  # noqa: E402
+from gemjax.train.lm import CausalLM, causal_mask  # noqa: E402
+from gemjax.train.token_rollout import prefill  # noqa: E402
+
+VOCAB = 151_936  # Qwen3's embedding rows (the tokenizer's ids and padding)
+SHAPE = dict(
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    rms_norm_eps=1e-6,
+)
+TOLERANCE = dict(rtol=1e-4, atol=1e-4)  # float32 against the NumPy reference
+
+
+def random_weights(config: dict, seed: int) -> dict[str, np.ndarray]:
+    """float32 tensors under Hugging Face's names ([out, in] linear weights)."""
+    rng = np.random.default_rng(seed)
+    d, f = config["hidden_size"], config["intermediate_size"]
+    heads, kv, hd = config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]
+    normal = lambda *shape, scale=0.2: (rng.standard_normal(shape) * scale).astype(np.float32)  # noqa: E731
+    norm = lambda n: (1.0 + rng.standard_normal(n) * 0.1).astype(np.float32)  # noqa: E731
+    weights = {
+        "model.embed_tokens.weight": normal(VOCAB, d, scale=1.0),
+        "model.norm.weight": norm(d),
+    }
+    if not config["tie_word_embeddings"]:
+        weights["lm_head.weight"] = normal(VOCAB, d)
+    for i in range(config["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        weights |= {
+            p + "self_attn.q_proj.weight": normal(heads * hd, d),
+            p + "self_attn.k_proj.weight": normal(kv * hd, d),
+            p + "self_attn.v_proj.weight": normal(kv * hd, d),
+            p + "self_attn.o_proj.weight": normal(d, heads * hd),
+            p + "mlp.gate_proj.weight": normal(f, d),
+            p + "mlp.up_proj.weight": normal(f, d),
+            p + "mlp.down_proj.weight": normal(d, f),
+            p + "input_layernorm.weight": norm(d),
+            p + "post_attention_layernorm.weight": norm(d),
+        }
+        if config["model_type"] == "qwen3":
+            weights[p + "self_attn.q_norm.weight"] = norm(hd)
+            weights[p + "self_attn.k_norm.weight"] = norm(hd)
+        else:
+            weights[p + "self_attn.q_proj.bias"] = normal(heads * hd)
+            weights[p + "self_attn.k_proj.bias"] = normal(kv * hd)
+            weights[p + "self_attn.v_proj.bias"] = normal(kv * hd)
+    return weights
+
+
+def write_folder(path: Path, model_type: str = "qwen3", tied: bool = True, seed: int = 0):
+    """A Hugging Face folder of a tiny random model; returns (config dict, weights)."""
+    from safetensors.numpy import save_file
+    from transformers import Qwen2Config, Qwen3Config
+
+    kind = Qwen3Config if model_type == "qwen3" else Qwen2Config
+    theta = 1_000_000.0 if model_type == "qwen3" else 10_000.0
+    hf = kind(
+        vocab_size=VOCAB,
+        tie_word_embeddings=tied,
+        rope_parameters={"rope_type": "default", "rope_theta": theta},
+        **SHAPE,
+    )
+    path.mkdir(parents=True, exist_ok=True)
+    hf.save_pretrained(str(path))
+    config = json.loads((path / "config.json").read_text())
+    config["head_dim"] = SHAPE["head_dim"]
+    weights = random_weights(config, seed)
+    save_file(weights, str(path / "model.safetensors"))
+    load_tokenizer("qwen3").save_pretrained(str(path))
+    return config, weights
+
+
+# --- a NumPy reference of Hugging Face's Qwen2/Qwen3 forward pass ----------------------
+
+
+def _rms(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def _rotate(x: np.ndarray, theta: float) -> np.ndarray:
+    """HF's rotary embedding of [T, H, D] at positions 0..T-1 (rotate_half)."""
+    d = x.shape[-1]
+    inv = 1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    angles = np.arange(x.shape[0])[:, None] * inv[None]
+    emb = np.concatenate([angles, angles], axis=-1)[:, None, :]
+    half = np.concatenate([-x[..., d // 2 :], x[..., : d // 2]], axis=-1)
+    return x * np.cos(emb) + half * np.sin(emb)
+
+
+def reference_logits(config: dict, w: dict, ids: np.ndarray) -> np.ndarray:
+    """float64[T, vocab] logits of one sequence of ids."""
+    w = {k: v.astype(np.float64) for k, v in w.items()}
+    heads, kv, hd = config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]
+    eps = config["rms_norm_eps"]
+    theta = config["rope_parameters"]["rope_theta"]
+    qwen3 = config["model_type"] == "qwen3"
+    x = w["model.embed_tokens.weight"][ids]
+    t = len(ids)
+    for i in range(config["num_hidden_layers"]):
+        p = f"model.layers.{i}.self_attn."
+        h = _rms(x, w[f"model.layers.{i}.input_layernorm.weight"], eps)
+        proj = {}
+        for name, n in (("q", heads), ("k", kv), ("v", kv)):
+            y = h @ w[p + f"{name}_proj.weight"].T
+            if not qwen3:
+                y = y + w[p + f"{name}_proj.bias"]
+            proj[name] = y.reshape(t, n, hd)
+        q, k, v = proj["q"], proj["k"], proj["v"]
+        if qwen3:
+            q, k = _rms(q, w[p + "q_norm.weight"], eps), _rms(k, w[p + "k_norm.weight"], eps)
+        q, k = _rotate(q, theta), _rotate(k, theta)
+        k, v = np.repeat(k, heads // kv, axis=1), np.repeat(v, heads // kv, axis=1)
+        scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd)
+        scores = np.where(np.tril(np.ones((t, t), bool))[None], scores, -np.inf)
+        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        scores /= scores.sum(-1, keepdims=True)
+        mixed = np.einsum("hts,shd->thd", scores, v).reshape(t, heads * hd)
+        x = x + mixed @ w[p + "o_proj.weight"].T
+        m = f"model.layers.{i}.mlp."
+        h = _rms(x, w[f"model.layers.{i}.post_attention_layernorm.weight"], eps)
+        gate = h @ w[m + "gate_proj.weight"].T
+        up = h @ w[m + "up_proj.weight"].T
+        x = x + (gate / (1 + np.exp(-gate)) * up) @ w[m + "down_proj.weight"].T
+    x = _rms(x, w["model.norm.weight"], eps)
+    head = w["model.embed_tokens.weight"] if config["tie_word_embeddings"] else w["lm_head.weight"]
+    return x @ head.T
+
+
+# --- fixtures -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def qwen3_folder(tmp_path_factory):
+    path = tmp_path_factory.mktemp("qwen3-tiny")
+    config, weights = write_folder(path)
+    return path, config, weights
+
+
+@pytest.fixture(scope="module")
+def qwen3(qwen3_folder):
+    policy, tokenizer = load_pretrained(qwen3_folder[0])
+    return policy, tokenizer
+
+
+@pytest.fixture(scope="module")
+def sample_ids(qwen3):
+    _, tokenizer = qwen3
+    texts = [
+        "You are playing Guess The Number. Guess a number between 1 and 50, then wait.",
+        "My next guess is \\boxed{25}, because halving the range is what I think works.",
+    ]
+    encoded = [tokenizer.encode(t) for t in texts]
+    size = min(len(e) for e in encoded)
+    return np.asarray([e[:size] for e in encoded], np.int32)
+
+
+# --- loading --------------------------------------------------------------------------
+
+
+def test_policy_is_a_causal_lm_over_the_tokenizer(qwen3):
+    policy, tokenizer = qwen3
+    assert isinstance(policy, PretrainedLM)
+    assert isinstance(policy, CausalLM)
+    vocab = tokenizer.get_vocab()
+    assert policy.token_ids.tolist() == sorted(vocab.values())
+    assert policy.token_ids.dtype == np.int32
+
+
+def test_logits_equal_the_reference(qwen3, qwen3_folder, sample_ids):
+    policy, _ = qwen3
+    _, config, weights = qwen3_folder
+    logits = np.asarray(jax.jit(policy.logits)(jnp.asarray(sample_ids)))
+    assert logits.dtype == np.float32
+    assert logits.shape == (*sample_ids.shape, policy.token_ids.size)
+    for lane, ids in enumerate(sample_ids):
+        want = reference_logits(config, weights, ids)[:, policy.token_ids]
+        np.testing.assert_allclose(logits[lane], want, **TOLERANCE)
+
+
+@pytest.mark.parametrize("tied", [False])
+def test_qwen2_untied_logits_equal_the_reference(tmp_path, tied, sample_ids):
+    config, weights = write_folder(tmp_path, "qwen2", tied=tied, seed=1)
+    policy, _ = load_pretrained(tmp_path)
+    logits = np.asarray(jax.jit(policy.logits)(jnp.asarray(sample_ids[:1])))
+    want = reference_logits(config, weights, sample_ids[0])[:, policy.token_ids]
+    np.testing.assert_allclose(logits[0], want, **TOLERANCE)
+
+
+@pytest.mark.parametrize("spare_slots", [64, 0])
+def test_kv_cache_generation_equals_the_full_pass(qwen3, sample_ids, spare_slots):
+    """Lanes of different lengths prefilled in pieces (lane 0's last piece runs past
+    the context), then tokens fed one at a time (lane 0's run past the context
+    too): each logit row whose ids all fit the context equals the cache-free pass
+    over the same ids (float32, within 1e-4). With no spare slots, each call
+    appends its own."""
+    base, _ = qwen3
+    policy = PretrainedLM(base.model, base.token_ids, spare_slots=spare_slots)
+    batch, total = sample_ids.shape
+    context = total - 4
+    prompt = np.array([context - 1, total - 9], np.int32)
+    full = np.asarray(jax.jit(policy.logits)(jnp.asarray(sample_ids)))
+
+    @jax.jit
+    def run(ids):
+        cache = policy.init_cache(batch, context)
+        cache, last = prefill(
+            policy, cache, ids[:, :context], jnp.zeros((batch,), jnp.int32), prompt, 5
+        )
+        rows = [last]
+        for k in range(4):
+            positions = jnp.asarray(prompt + k)[:, None]
+            fed = jnp.take_along_axis(ids, positions, axis=1)
+            out, cache = policy(fed, positions, cache, causal_mask(positions, context))
+            rows.append(out[:, 0])
+        return jnp.stack(rows, axis=1)
+
+    got = np.asarray(run(jnp.asarray(sample_ids)))
+    checked = 0
+    for lane in range(batch):
+        for k in range(5):
+            position = prompt[lane] - 1 + k
+            if position < context:
+                np.testing.assert_allclose(got[lane, k], full[lane, position], **TOLERANCE)
+                checked += 1
+    assert checked == 7
+
+
+def test_token_bridge_builds_for_the_folder_tokenizer(qwen3):
+    policy, tokenizer = qwen3
+    bridge = TokenBridge(gemjax.make("game:GuessTheNumber-v0-easy"), tokenizer, prompt_capacity=64)
+    assert np.isin(bridge.vocab, policy.token_ids).all()
+
+
+# --- bad input ------------------------------------------------------------------------
+
+
+def _copy(folder: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "copy"
+    shutil.copytree(folder, target)
+    return target
+
+
+def test_missing_folder_and_files_are_named(qwen3_folder, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no model folder"):
+        load_pretrained(tmp_path / "absent")
+    folder = _copy(qwen3_folder[0], tmp_path)
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"tokenizer\.json"):
+        load_pretrained(folder)
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match=r"\*\.safetensors"):
+        load_pretrained(folder)
+    (folder / "config.json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"config\.json"):
+        load_pretrained(folder)
+
+
+def test_incomplete_weights_and_unknown_model_type(qwen3_folder, tmp_path):
+    from safetensors.numpy import save_file
+
+    folder = _copy(qwen3_folder[0], tmp_path)
+    weights = dict(qwen3_folder[2])
+    del weights["model.layers.1.mlp.up_proj.weight"]
+    save_file(weights, str(folder / "model.safetensors"))
+    with pytest.raises(ValueError, match=r"model\.layers\.1\.mlp\.up_proj\.weight"):
+        load_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"model_type": "mamba"}))
+    with pytest.raises(ValueError, match="model_type 'mamba' is not supported"):
+        load_pretrained(folder)
+    index = {"weight_map": {"model.norm.weight": "model-00002-of-00002.safetensors"}}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(FileNotFoundError, match=r"model-00002-of-00002\.safetensors"):
+        load_pretrained(folder)
+
+
+def test_tokenizer_that_outgrows_the_embedding(qwen3_folder, tmp_path):
+    folder = _copy(qwen3_folder[0], tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"vocab_size": 1000}))
+    with pytest.raises(ValueError, match="vocab_size"):
+        load_pretrained(folder)
+
+
+def test_unsupported_rope_theta_of_qwen3(qwen3_folder, tmp_path):
+    folder = _copy(qwen3_folder[0], tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_parameters"] = {"rope_type": "default", "rope_theta": 5_000_000.0}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="rope_theta"):
+        load_pretrained(folder)
+
+
+def test_gemjax_does_not_import_tunix():
+    code = (
+        "import sys, gemjax, gemjax.train, gemjax.train.llm, gemjax.train.token_rollout;"
+        "print('tunix' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_transformers_logits_agree(qwen3, qwen3_folder, sample_ids):
+    """Where torch is installed: transformers' own Qwen3ForCausalLM on the folder."""
+    torch = pytest.importorskip("torch")
+    from transformers import Qwen3ForCausalLM
+
+    policy, _ = qwen3
+    model = Qwen3ForCausalLM.from_pretrained(str(qwen3_folder[0]), torch_dtype=torch.float32)
+    with torch.no_grad():
+        want = model(torch.as_tensor(sample_ids, dtype=torch.long)).logits.numpy()
+    got = np.asarray(jax.jit(policy.logits)(jnp.asarray(sample_ids)))
+    np.testing.assert_allclose(got, want[..., policy.token_ids], **TOLERANCE)
