@@ -42,7 +42,16 @@ import numpy as np
 from flax import nnx
 from transformers import PreTrainedTokenizerBase
 
+from gemjax.tokenizer_bridge.bridge import TokenBridge
 from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
+from gemjax.train.token_rollout import TokenRollout
+from gemjax.train.token_trainer import (
+    TokenTrainConfig,
+    TokenTrainer,
+    TokenTrainState,
+    make_optimizer,
+    warmup_table,
+)
 
 TUNIX_THETA = 1_000_000  # the rotary base tunix 0.1.7's Qwen3 attention always uses
 TOKENIZER_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"))
@@ -385,3 +394,50 @@ def load_pretrained(
     )
     token_ids = np.asarray(sorted(tokenizer.get_vocab().values()), np.int32)
     return PretrainedLM(model, token_ids, spare_slots=spare_slots), tokenizer
+
+
+@dataclass(frozen=True)
+class PretrainedTrainer(TokenTrainer):
+    """A :class:`~gemjax.train.token_trainer.TokenTrainer` whose runs start from a
+    pretrained policy's weights instead of a fresh :class:`~gemjax.train.lm.TinyLM`.
+
+    Attributes:
+        initial: the policy's ``nnx.Param`` state every :meth:`init` starts from.
+    """
+
+    initial: Any = None
+
+    def init(self, key: jax.Array) -> TokenTrainState:
+        """A state at the pretrained weights (``key`` seeds sampling and the fixed
+        evaluation episodes, as in :meth:`TokenTrainer.init`)."""
+        _, eval_key, key = jax.random.split(key, 3)
+        params = jax.tree.map(jnp.asarray, self.initial)
+        return TokenTrainState(
+            params=params,
+            opt_state=self.optimizer.init(params),
+            key=key,
+            eval_key=eval_key,
+            warmup=jnp.int32(0),
+            update=jnp.int32(0),
+        )
+
+
+def make_pretrained_train(
+    config: TokenTrainConfig, policy: PretrainedLM, bridge: TokenBridge
+) -> PretrainedTrainer:
+    """The token trainer of ``config`` (its estimator, optimizer, loop sizes and
+    warm-up; its ``model`` and ``tokenizer`` fields are not used) with ``policy``
+    as the agent on ``bridge`` (built with the policy's tokenizer).
+
+    Raises:
+        ValueError: see :class:`~gemjax.train.token_rollout.TokenRollout` and
+            :func:`~gemjax.train.token_trainer.warmup_table`.
+    """
+    rollout = TokenRollout(policy, bridge, config.loop, tokenizer=bridge.tokenizer)
+    return PretrainedTrainer(
+        config,
+        rollout,
+        make_optimizer(config),
+        warmup_table(rollout),
+        initial=nnx.state(policy, nnx.Param),
+    )

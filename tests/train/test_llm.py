@@ -25,9 +25,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 import gemjax  # noqa: E402
 from gemjax.tokenizer_bridge import TokenBridge, load_tokenizer  # noqa: E402
-from gemjax.train.llm import PretrainedLM, load_pretrained  # noqa: E402
+from gemjax.train.llm import (  # noqa: E402
+    PretrainedLM,
+    load_pretrained,
+    make_pretrained_train,
+)
 from gemjax.train.lm import CausalLM, causal_mask  # noqa: E402
-from gemjax.train.token_rollout import prefill  # noqa: E402
+from gemjax.train.token_rollout import Generated, TokenLoopConfig, prefill  # noqa: E402
+from gemjax.train.token_trainer import TokenTrainConfig  # noqa: E402
 
 VOCAB = 151_936  # Qwen3's embedding rows (the tokenizer's ids and padding)
 SHAPE = dict(
@@ -260,6 +265,82 @@ def test_token_bridge_builds_for_the_folder_tokenizer(qwen3):
     policy, tokenizer = qwen3
     bridge = TokenBridge(gemjax.make("game:GuessTheNumber-v0-easy"), tokenizer, prompt_capacity=64)
     assert np.isin(bridge.vocab, policy.token_ids).all()
+
+
+# --- through the token loop -----------------------------------------------------------
+
+ENV_ID = "game:GuessTheNumber-v0-easy"
+LOOP = TokenLoopConfig(horizon=2, context=224, response_tokens=6, prefill_chunk=64)
+
+
+@pytest.fixture(scope="module")
+def trainer(qwen3):
+    policy, tokenizer = qwen3
+    bridge = TokenBridge(gemjax.make(ENV_ID), tokenizer, prompt_capacity=LOOP.context)
+    config = TokenTrainConfig(
+        env_id=ENV_ID,
+        loop=LOOP,
+        num_episodes=4,
+        num_updates=1,
+        warmup_updates=0,
+        eval_every=1,
+        eval_episodes=4,
+        replay_episodes=2,
+    )
+    return make_pretrained_train(config, policy, bridge)
+
+
+def test_rollout_collects_with_the_pretrained_policy(trainer, qwen3):
+    policy, tokenizer = qwen3
+    state = trainer.init(jax.random.key(0))
+    rollout = trainer.rollout
+    keys = jax.random.split(jax.random.key(1), 4)
+    traj = jax.device_get(jax.jit(rollout.collect)(state.params, keys, jax.random.key(2)))
+    assert traj.valid[0].all()
+    assert traj.response_ids.shape == (LOOP.horizon, 4, LOOP.response_tokens)
+    assert np.isin(traj.response_ids[traj.response_mask], policy.token_ids).all()
+    played = traj.token_log_probs[traj.response_mask]
+    assert np.isfinite(played).all() and (played < 0).all()
+    prompt = tokenizer.decode(traj.prompt_ids[0, 0, : traj.prompt_length[0, 0]])
+    assert prompt.startswith("<|im_start|>user") and "\\boxed" in prompt
+    replayed = np.asarray(jax.jit(rollout.response_log_probs)(state.params, traj))
+    np.testing.assert_allclose(replayed, traj.token_log_probs, rtol=1e-4, atol=1e-4)
+
+
+def test_one_rebn_update_raises_a_rewarded_response(trainer):
+    """Two lanes answer with well-formed guesses (return >= 0), two with a format
+    error (-0.1): one ReBN step raises the log-probability of the former."""
+    state = trainer.init(jax.random.key(0))
+    table = trainer.table
+    shape = (LOOP.horizon, 4)
+    bad = trainer.rollout.bridge.tokenizer.encode("oops}", add_special_tokens=False)
+    ids = np.zeros((*shape, LOOP.response_tokens), np.int32)
+    length = np.zeros(shape, np.int32)
+    for lane in range(4):
+        tokens = table.ids[lane, : table.length[lane]] if lane < 2 else bad
+        ids[:, lane, : len(tokens)] = tokens
+        length[:, lane] = len(tokens)
+    forced = Generated(
+        ids=jnp.asarray(ids),
+        log_probs=jnp.zeros(ids.shape, jnp.float32),
+        length=jnp.asarray(length),
+        cut=jnp.zeros(shape, jnp.bool_),
+    )
+    keys = jax.random.split(jax.random.key(1), 4)
+    collect = jax.jit(lambda params: trainer.rollout.collect(params, keys, keys[0], forced=forced))
+    traj = collect(state.params)
+    rewards = np.asarray(traj.rewards[0])
+    assert (rewards[:2] >= 0).all() and (rewards[2:] == -0.1).all()
+
+    def turn_log_prob(params):
+        return jnp.sum(trainer.rollout.response_log_probs(params, traj)[0], axis=-1)
+
+    before = np.asarray(jax.jit(turn_log_prob)(state.params))
+    new_state, metrics = jax.jit(trainer.learn)(state, traj)
+    after = np.asarray(jax.jit(turn_log_prob)(new_state.params))
+    assert np.isfinite(float(metrics.loss))
+    assert (after[:2] > before[:2]).all()
+    assert (after[2:] < before[2:]).all()
 
 
 # --- bad input ------------------------------------------------------------------------
