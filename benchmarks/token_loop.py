@@ -32,6 +32,7 @@ import argparse
 import dataclasses
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -212,7 +213,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.batches, args.sizes, args.repeats, args.warmup_steps = [16], ["tiny"], 1, 2
-    rows = []
+    backend = jax.default_backend()
+    out = args.out or ROOT / "benchmarks" / "results" / f"token_loop_{backend}.json"
+    rows: list[dict[str, Any]] = []
     header = (
         f"{'size':>8} {'params':>8} {'batch':>6} {'device turns/s':>15} {'tokens/s':>10} "
         f"{'host turns/s':>13} {'x host':>7} {'env+bridge':>11}"
@@ -228,8 +231,13 @@ def main() -> None:
                 f"{row['speedup']:>7.2f} {row['env_and_bridge_share']:>10.1%}",
                 flush=True,
             )
-    backend = jax.default_backend()
-    out = args.out or ROOT / "benchmarks" / "results" / f"token_loop_{backend}.json"
+            write_results(out, backend, rows)
+    print(f"wrote {out}")
+
+
+def write_results(out: Path, backend: str, rows: list[dict[str, Any]]) -> None:
+    """The rows measured so far, as JSON at ``out`` (rewritten after every row, so
+    an interrupted run keeps what it measured)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
         json.dumps(
@@ -241,13 +249,14 @@ def main() -> None:
                 "machine": platform.machine(),
                 "python": platform.python_version(),
                 "jax": jax.__version__,
+                "date": time.strftime("%Y-%m-%d"),
+                "command": " ".join(["python", *sys.argv]),
                 "rows": rows,
             },
             indent=2,
         )
         + "\n"
     )
-    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -332,29 +332,6 @@ def token_train_config(args: argparse.Namespace) -> Any:
         )
 
 
-def host_episode(trainer: Any, params: Any, env_id: str, seed: int) -> str:
-    """One greedy episode of a token agent through ``gemjax.gem``, as text: each
-    turn's observation (GEM's text) and the agent's response."""
-    from gemjax.gem import make
-    from gemjax.train.token_agent import HostAgent
-
-    agent = HostAgent(trainer.rollout, params)
-    env = make(env_id)
-    observation, info = env.reset(seed=seed)
-    history = [observation]
-    lines = [observation]
-    for _ in range(trainer.config.loop.horizon):
-        concat = "".join(o if o.endswith("\n") else o + "\n" for o in history)
-        response = agent.act([concat + info.get("suffix", "")])[0]
-        lines.append(f"> {response}")
-        observation, reward, terminated, truncated, info = env.step(response)
-        history.append(observation)
-        lines.append(f"{observation}  [reward {reward}]")
-        if terminated or truncated:
-            break
-    return "\n".join(lines)
-
-
 def cmd_train_token(args: argparse.Namespace) -> int:
     """``gemjax train --policy token``: warm-up and RL of a token agent."""
     config = token_train_config(args)
@@ -369,8 +346,10 @@ def cmd_train_token(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
         )
         trainer, state = load_token_run(Path(args.out))
+    from gemjax.train.token_agent import host_transcript
+
     print("A greedy episode of the trained agent, played through gemjax.gem:\n")
-    print(host_episode(trainer, state.params, config.env_id, args.seed))
+    print(host_transcript(trainer.rollout, state.params, config.env_id, args.seed))
     print()
     last = result.records[-1]
     print(

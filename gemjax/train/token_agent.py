@@ -250,3 +250,24 @@ def evaluate_on_host(
         format_error_rate=errors / max(int(turns.sum()), 1),
         episode_success=success,
     )
+
+
+def host_transcript(rollout: TokenRollout, params: Any, env_id: str, seed: int) -> str:
+    """One greedy episode of a token agent through ``gemjax.gem`` (at most
+    ``horizon`` turns), as text: each observation GEM prints, then the agent's
+    response after ``> `` and the turn's reward."""
+    agent = HostAgent(rollout, params)
+    env = gem.make(env_id)
+    observation, info = env.reset(seed=seed)
+    history = [observation]
+    lines = [observation]
+    for _ in range(rollout.config.horizon):
+        concat = "".join(o if o.endswith("\n") else o + "\n" for o in history)
+        response = agent.act([concat + info.get("suffix", "")])[0]
+        lines.append(f"> {response}")
+        observation, reward, terminated, truncated, info = env.step(response)
+        history.append(observation)
+        lines.append(f"{observation}  [reward {reward}]")
+        if terminated or truncated:
+            break
+    return "\n".join(lines)
