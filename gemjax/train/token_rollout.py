@@ -642,12 +642,17 @@ class TokenRollout:
 
     # --- the learner's forward pass -------------------------------------------------
 
-    def response_log_probs(self, params: Any, traj: TokenTrajectory) -> jax.Array:
+    def response_log_probs(
+        self, params: Any, traj: TokenTrajectory, length: int | None = None
+    ) -> jax.Array:
         """float32[T, B, K]: log-probabilities of ``traj``'s response tokens under
         ``params`` (zero past each response), in one cache-free forward pass over
-        each episode's stream (:func:`replay_stream`)."""
+        each episode's stream (:func:`replay_stream`) of ``length`` tokens (static;
+        default ``replay_tokens``; every stream of ``traj`` must fit in it, see
+        :func:`stream_lengths`)."""
         model = self.model(params)
-        tokens, positions, mask, targets = replay_stream(traj, self.config.replay_tokens)
+        length = self.config.replay_tokens if length is None else length
+        tokens, positions, mask, targets = replay_stream(traj, length)
         logits, _ = model(tokens, positions, None, mask)
         log_p = tempered_log_softmax(logits, self.config.temperature)  # [B, N, V]
         batch, turns, size = targets.shape[1], targets.shape[0], targets.shape[2]
@@ -676,6 +681,23 @@ def stream_layout(traj: TokenTrajectory) -> Stream:
     size = fed + jnp.where(traj.valid, traj.response_length, 0)
     offset = jnp.cumsum(size, axis=0) - size
     return Stream(traj.prompt_start, fed, size, offset)
+
+
+def stream_lengths(traj: TokenTrajectory) -> jax.Array:
+    """int32[B]: the tokens each episode fed the model (its replay stream's length)."""
+    return jnp.sum(stream_layout(traj).size, axis=0)
+
+
+def replay_lengths(replay_tokens: int, buckets: int) -> tuple[int, ...]:
+    """The stream lengths a learner compiles its replay for: ``buckets`` lengths
+    evenly spaced up to ``replay_tokens`` (the last), each a multiple of 16 below
+    it, without repeats. A batch of short episodes is replayed at the shortest one
+    that holds them, so its cost follows the episodes played, not the bound."""
+    lengths = {
+        min(replay_tokens, -(-replay_tokens * (i + 1) // buckets // 16) * 16)
+        for i in range(buckets)
+    }
+    return tuple(sorted(lengths))
 
 
 def replay_stream(

@@ -54,6 +54,8 @@ from gemjax.train.token_rollout import (
     TokenMetrics,
     TokenRollout,
     TokenTrajectory,
+    replay_lengths,
+    stream_lengths,
     token_metrics,
 )
 from gemjax.train.trainer import masked_mean
@@ -93,6 +95,10 @@ class TokenTrainConfig:
         replay_episodes: episodes the learner replays at once (gradients are summed
             over chunks of this many; ``num_episodes`` must divide by it when it is
             larger).
+        replay_buckets: stream lengths the replay is compiled for
+            (:func:`~gemjax.train.token_rollout.replay_lengths`): episodes are
+            replayed shortest first, each chunk at the shortest length holding its
+            streams (the same gradients as one length, less padding computed).
         eval_every: steps per host chunk (warm-up and RL alike), each followed by
             a greedy evaluation.
         eval_episodes: episodes per greedy evaluation (always the same ones).
@@ -114,6 +120,7 @@ class TokenTrainConfig:
     update_epochs: int = 1
     group_size: int = 8
     replay_episodes: int = 64
+    replay_buckets: int = 3
     eval_every: int = 20
     eval_episodes: int = 256
 
@@ -127,7 +134,7 @@ class TokenTrainConfig:
         if not 0.0 < self.gamma <= 1.0:
             raise ValueError(f"gamma must lie in (0, 1], got {self.gamma}")
         counts = ("num_episodes", "num_updates", "update_epochs", "group_size", "eval_every")
-        counts += ("replay_episodes",)
+        counts += ("replay_episodes", "replay_buckets")
         for name in (*counts, "eval_episodes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -292,13 +299,19 @@ class TokenTrainer:
         return optax.apply_updates(state.params, updates), opt_state
 
     def policy_loss(
-        self, params: Any, traj: TokenTrajectory, adv: jax.Array, count: jax.Array
+        self,
+        params: Any,
+        traj: TokenTrajectory,
+        adv: jax.Array,
+        count: jax.Array,
+        length: int | None = None,
     ) -> jax.Array:
         """float32[]: GEM's per-token policy-gradient loss, each turn's token sum
         over ``response_tokens``, summed over played turns and divided by ``count``
-        (the played turns of the whole batch)."""
+        (the played turns of the whole batch); ``length`` is the replay's (static)
+        stream length."""
         config = self.config
-        log_p = self.rollout.response_log_probs(params, traj)
+        log_p = self.rollout.response_log_probs(params, traj, length)
         mask = traj.response_mask
         if config.clip_eps is None:
             surrogate = adv[..., None] * log_p
@@ -312,14 +325,20 @@ class TokenTrainer:
     def value_and_grad(
         self, loss: Callable[..., jax.Array], params: Any, traj: TokenTrajectory, *per_turn: Any
     ) -> tuple[jax.Array, Any]:
-        """``loss(params, traj, *per_turn)`` and its gradient, summed over chunks of
-        ``replay_episodes`` episodes (the replay's memory grows with the square of
-        an episode's stream, so a big batch is replayed a chunk at a time);
+        """``loss(params, traj, *per_turn, length=N)`` and its gradient, summed over
+        chunks of ``replay_episodes`` episodes (the replay's memory grows with the
+        square of an episode's stream, so a big batch is replayed a chunk at a
+        time). Episodes go shortest stream first, and each chunk is replayed at the
+        shortest of :func:`~gemjax.train.token_rollout.replay_lengths` that holds
+        its streams (one compiled branch per length, ``lax.switch`` picks);
         ``per_turn`` arrays are float32[T, B]."""
         batch = traj.valid.shape[1]
         size = min(self.config.replay_episodes, batch)
+        lengths = replay_lengths(self.config.loop.replay_tokens, self.config.replay_buckets)
+        order = jnp.argsort(stream_lengths(traj))
 
         def chunks(x: jax.Array, axis: int) -> jax.Array:
+            x = jnp.take(x, order, axis=axis)
             shape = (*x.shape[:axis], batch // size, size, *x.shape[axis + 1 :])
             return jnp.moveaxis(x.reshape(shape), axis, 0)
 
@@ -329,9 +348,13 @@ class TokenTrainer:
                 for name in (f.name for f in dataclasses.fields(traj))
             }
         )
+        branches = [functools.partial(_value_and_grad_at, loss, length) for length in lengths]
 
         def body(total, chunk):
-            value, grads = jax.value_and_grad(loss)(params, *chunk)
+            piece = chunk[0]
+            longest = jnp.max(stream_lengths(piece))
+            bucket = jnp.minimum(jnp.sum(jnp.asarray(lengths) < longest), len(lengths) - 1)
+            value, grads = jax.lax.switch(bucket, branches, params, *chunk)
             return jax.tree.map(jnp.add, total, (value, grads)), None
 
         zero = (jnp.float32(0.0), jax.tree.map(jnp.zeros_like, params))
@@ -384,10 +407,13 @@ class TokenTrainer:
             cut=jnp.zeros(shape, jnp.bool_),
         )
 
-    def warmup_loss(self, params: Any, traj: TokenTrajectory, count: jax.Array) -> jax.Array:
+    def warmup_loss(
+        self, params: Any, traj: TokenTrajectory, count: jax.Array, length: int | None = None
+    ) -> jax.Array:
         """float32[]: negative log-likelihood of the response tokens, summed and
-        divided by ``count`` (the response tokens of the whole batch)."""
-        log_p = self.rollout.response_log_probs(params, traj)
+        divided by ``count`` (the response tokens of the whole batch); ``length`` is
+        the replay's (static) stream length."""
+        log_p = self.rollout.response_log_probs(params, traj, length)
         return -jnp.sum(jnp.where(traj.response_mask, log_p, 0.0)) / count
 
     def warmup_step(self, state: TokenTrainState) -> tuple[TokenTrainState, TokenStepMetrics]:
@@ -440,6 +466,13 @@ class TokenTrainer:
         )
         state, rl = chunks(self.update, state, config.num_updates // config.eval_every)
         return state, warm, rl
+
+
+def _value_and_grad_at(
+    loss: Callable[..., jax.Array], length: int, params: Any, *args: Any
+) -> tuple[jax.Array, Any]:
+    """``loss(params, *args, length=length)`` and its gradient in ``params``."""
+    return jax.value_and_grad(functools.partial(loss, length=length))(params, *args)
 
 
 def make_optimizer(config: TokenTrainConfig) -> optax.GradientTransformation:

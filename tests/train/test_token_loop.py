@@ -20,8 +20,14 @@ from gemjax.tokenizer_bridge import TokenBridge, load_tokenizer
 from gemjax.tokenizer_bridge.bridge import CHAT_PREFIX, CHAT_TAIL
 from gemjax.train.lm import CausalLM, TinyLM, TinyLMConfig, causal_mask
 from gemjax.train.token_agent import HostAgent, evaluate_on_host, seed_reset_keys
-from gemjax.train.token_rollout import TokenLoopConfig, TokenRollout, token_metrics
-from gemjax.train.token_trainer import TokenTrainConfig, make_token_train
+from gemjax.train.token_rollout import (
+    TokenLoopConfig,
+    TokenRollout,
+    replay_lengths,
+    stream_lengths,
+    token_metrics,
+)
+from gemjax.train.token_trainer import TokenTrainConfig, advantages, make_token_train
 
 ENV_ID = "game:GuessTheNumber-v0-easy"
 WARMUP_STEPS = 30
@@ -131,6 +137,29 @@ def test_replayed_log_probs_equal_the_rollout(trainer, state, sampled, warmed, p
     replay = jax.jit(trainer.rollout.response_log_probs)
     for params, traj in ((state.params, sampled), (warmed[0].params, played)):
         np.testing.assert_allclose(replay(params, traj), traj.token_log_probs, atol=1e-4)
+
+
+def test_bucketed_replay_gives_the_one_length_gradient(trainer, warmed, played):
+    """Episodes replayed shortest first, each chunk at the shortest stream length
+    that holds it, give the loss and gradient of one pass at ``replay_tokens``."""
+    params = warmed[0].params
+    adv = advantages(CONFIG, played)
+    count = jnp.float32(np.sum(played.valid))
+
+    def loss_and_grad(**overrides):
+        learner = dataclasses.replace(trainer, config=dataclasses.replace(CONFIG, **overrides))
+        loss = lambda p, traj, a, length: learner.policy_loss(p, traj, a, count, length)  # noqa: E731
+        return jax.jit(lambda p, traj: learner.value_and_grad(loss, p, traj, adv))(params, played)
+
+    lengths = replay_lengths(LOOP.replay_tokens, 6)
+    streams = np.sort(np.asarray(stream_lengths(played)))
+    used = {int(np.searchsorted(lengths, chunk.max())) for chunk in streams.reshape(2, 4)}
+    assert len(used) == 2, f"both chunks fall in one bucket of {lengths}: {streams}"
+    one_value, one_grad = loss_and_grad(replay_buckets=1, replay_episodes=8)
+    value, grad = loss_and_grad(replay_buckets=6, replay_episodes=4)
+    np.testing.assert_allclose(value, one_value, rtol=1e-5)
+    for got, want in zip(jax.tree.leaves(grad), jax.tree.leaves(one_grad), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
 
 
 def _host_check(trainer, traj):
