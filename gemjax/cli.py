@@ -267,7 +267,16 @@ def fit_default_transitions(config: TrainConfig) -> TrainConfig:
 
 
 MLP_FLAGS = ("hidden", "transitions", "minibatches", "mask_invalid", "ent_coef")
-TOKEN_FLAGS = ("tokenizer", "warmup", "context", "response_tokens", "width", "layers", "no_chat")
+TOKEN_FLAGS = (
+    "tokenizer",
+    "warmup",
+    "context",
+    "response_tokens",
+    "width",
+    "layers",
+    "no_chat",
+    "replay_episodes",
+)
 
 
 def _flag(name: str) -> str:
@@ -323,6 +332,7 @@ def token_train_config(args: argparse.Namespace) -> Any:
             "update_epochs": args.epochs,
             "eval_every": args.eval_every,
             "eval_episodes": args.eval_episodes,
+            "replay_episodes": args.replay_episodes,
         }
         return dataclasses.replace(
             defaults,
@@ -451,6 +461,11 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     token.add_argument("--layers", type=positive, help="transformer blocks")
     token.add_argument(
         "--no-chat", action="store_true", help="plain concat prompts (no qwen3_game)"
+    )
+    token.add_argument(
+        "--replay-episodes",
+        type=positive,
+        help="episodes the learner replays at once (memory grows with the square of --context)",
     )
     train.add_argument("--distributed", action="store_true", help="jax.distributed (multi-host)")
     train.add_argument(

@@ -119,7 +119,7 @@ class TokenTrainConfig:
     clip_eps: float | None = None
     update_epochs: int = 1
     group_size: int = 8
-    replay_episodes: int = 64
+    replay_episodes: int = 16
     replay_buckets: int = 3
     eval_every: int = 20
     eval_episodes: int = 256

@@ -67,6 +67,8 @@ def test_cli_trains_a_token_agent_and_play_watches_it(tmp_path, capsys, monkeypa
     [
         (["train", "--policy", "token", "--hidden", "8"], "--hidden does not apply"),
         (["train", "--tokenizer", "bytes"], "--tokenizer does not apply to --policy mlp"),
+        (["train", "--replay-episodes", "4"], "--replay-episodes does not apply to --policy mlp"),
+        (["train", "--policy", "token", "--episodes", "6", "--replay-episodes", "4"], "divide"),
         (["train", "--policy", "token", "--algo", "ppo"], "algo must be one of"),
     ],
 )
