@@ -161,10 +161,11 @@ def _read_records(path: Path, up_to: int) -> list[dict[str, Any]]:
 
 def run_settings(config: Any, seed: int) -> dict[str, Any]:
     """What ``config.json`` records: every config field and the seed, as JSON reads
-    them back (tuples as lists); a token agent's run also says ``"policy": "token"``."""
+    them back (tuples as lists); a token agent's run also says ``"policy": "token"``
+    (or its config class's ``POLICY``, ``"llm"`` for a pretrained agent)."""
     settings = {**dataclasses.asdict(config), "seed": seed}
     if isinstance(config, TokenTrainConfig):
-        settings["policy"] = "token"
+        settings["policy"] = getattr(config, "POLICY", "token")
     return json.loads(json.dumps(settings))
 
 

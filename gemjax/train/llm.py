@@ -30,11 +30,12 @@ pieces and generated tokens are.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -44,7 +45,8 @@ from transformers import PreTrainedTokenizerBase
 
 from gemjax.tokenizer_bridge.bridge import TokenBridge
 from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
-from gemjax.train.token_rollout import TokenRollout
+from gemjax.train.lm import TinyLMConfig
+from gemjax.train.token_rollout import TokenLoopConfig, TokenRollout
 from gemjax.train.token_trainer import (
     TokenTrainConfig,
     TokenTrainer,
@@ -53,6 +55,7 @@ from gemjax.train.token_trainer import (
     warmup_table,
 )
 
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 TUNIX_THETA = 1_000_000  # the rotary base tunix 0.1.7's Qwen3 attention always uses
 TOKENIZER_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"))
 
@@ -440,4 +443,203 @@ def make_pretrained_train(
         make_optimizer(config),
         warmup_table(rollout),
         initial=nnx.state(policy, nnx.Param),
+    )
+
+
+# --- runs: gemjax train --policy llm, gemjax eval ---------------------------------------
+
+
+def resolve_dtype(name: str) -> str:
+    """``float32`` or ``bfloat16``; ``auto`` is bfloat16 on an accelerator, float32
+    on CPU (where bfloat16 matmuls are emulated and slower).
+
+    Raises:
+        ValueError: another name.
+    """
+    if name == "auto":
+        return "float32" if jax.default_backend() == "cpu" else "bfloat16"
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be auto, float32 or bfloat16, got {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class PretrainedTrainConfig(TokenTrainConfig):
+    """A :class:`~gemjax.train.token_trainer.TokenTrainConfig` whose agent is a
+    pretrained model (its ``model`` and ``tokenizer`` fields are unused).
+
+    Attributes:
+        model_folder: the Hugging Face folder (:func:`load_pretrained`).
+        dtype: ``float32`` or ``bfloat16`` (compute and weights).
+    """
+
+    POLICY: ClassVar[str] = "llm"
+    model_folder: str = ""
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.model_folder:
+            raise ValueError("model_folder must name a Hugging Face model folder")
+        resolve_dtype(self.dtype)
+
+
+def bridge_for(
+    env_id: str, tokenizer: PreTrainedTokenizerBase, loop: TokenLoopConfig
+) -> TokenBridge:
+    """The token bridge of ``env_id`` for ``tokenizer``, its prompt buffer the context."""
+    from gemjax.registry import make
+
+    return TokenBridge(make(env_id), tokenizer, prompt_capacity=loop.context)
+
+
+def make_run_trainer(config: PretrainedTrainConfig) -> PretrainedTrainer:
+    """Load ``config.model_folder`` and build its :class:`PretrainedTrainer`."""
+    policy, tokenizer = load_pretrained(config.model_folder, dtype=DTYPES[config.dtype])
+    return make_pretrained_train(config, policy, bridge_for(config.env_id, tokenizer, config.loop))
+
+
+def run_pretrained(
+    config: PretrainedTrainConfig,
+    out_dir: Path,
+    seed: int = 0,
+    checkpoint_every: int = 10,
+    progress: bool = True,
+) -> Any:
+    """:func:`gemjax.train.host.run_token` for a pretrained agent: its format
+    warm-up (if ``warmup_updates``) and RL chunks into ``out_dir``, with
+    ``metrics.jsonl``, the plot, orbax checkpoints of the whole state (weights and
+    optimizer) and exact resume under the same rules. Returns its ``RunResult``."""
+    from gemjax.checks import integer
+    from gemjax.train.host import Phase, run_phases, token_record
+
+    if integer("checkpoint_every", checkpoint_every) < 1:
+        raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+    trainer = make_run_trainer(config)
+    phases = [
+        Phase(
+            "warmup",
+            trainer.warmup_chunk,
+            config.eval_every,
+            config.warmup_updates,
+            lambda state: int(state.warmup),
+            token_record,
+        ),
+        Phase(
+            "rl",
+            trainer.chunk,
+            config.eval_every,
+            config.num_updates,
+            lambda state: int(state.update),
+            token_record,
+        ),
+    ]
+    return run_phases(
+        config,
+        out_dir,
+        seed,
+        trainer.init,
+        phases,
+        trainer.env_steps_per_update,
+        checkpoint_every,
+        progress,
+        f"{config.env_id} {Path(config.model_folder).name} {config.algo}",
+    )
+
+
+def load_pretrained_run(out_dir: Path) -> tuple[PretrainedTrainer, TokenTrainState]:
+    """The trainer and latest checkpointed state of a ``--policy llm`` run.
+
+    Raises:
+        gemjax.train.host.RunMismatch: no such run, or no checkpoint yet.
+    """
+    import orbax.checkpoint as ocp
+
+    from gemjax.train.host import CHECKPOINT_DIR, CONFIG_FILE, RunMismatch, _restore
+
+    path = out_dir / CONFIG_FILE
+    if not path.is_file():
+        raise RunMismatch(f"{out_dir} has no {CONFIG_FILE}: name a gemjax train --out")
+    settings = json.loads(path.read_text())
+    if settings.pop("policy", None) != PretrainedTrainConfig.POLICY:
+        raise RunMismatch(f"{out_dir} holds no pretrained agent (train with --policy llm)")
+    seed = settings.pop("seed")
+    settings["model"] = TinyLMConfig(**settings["model"])
+    settings["loop"] = TokenLoopConfig(**settings["loop"])
+    trainer = make_run_trainer(PretrainedTrainConfig(**settings))
+    checkpoints = (out_dir / CHECKPOINT_DIR).absolute()
+    if not checkpoints.exists():
+        raise RunMismatch(f"{out_dir} has no checkpoint yet")
+    with ocp.CheckpointManager(checkpoints) as manager:
+        if manager.latest_step() is None:
+            raise RunMismatch(f"{out_dir} has no checkpoint yet")
+        state = _restore(manager, jax.jit(trainer.init)(jax.random.key(seed)), out_dir)
+    return trainer, state
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One id's evaluation over ``episodes`` episodes: the fraction that succeeded,
+    ``mean_turns`` (turns played per episode), ``format_error_rate`` (per played
+    turn) and ``context_cut`` (the fraction stopped by the context rule)."""
+
+    env_id: str
+    episodes: int
+    success: float
+    mean_turns: float
+    format_error_rate: float
+    context_cut: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def evaluate_pretrained(
+    policy: PretrainedLM,
+    tokenizer: PreTrainedTokenizerBase,
+    env_id: str,
+    episodes: int,
+    loop: TokenLoopConfig,
+    seed: int = 0,
+    greedy: bool = True,
+    batch: int = 64,
+) -> Evaluation:
+    """Play ``episodes`` episodes of ``env_id`` with ``policy`` fully on device (the
+    token rollout, ``batch`` episodes a call) and average their statistics.
+
+    Raises:
+        ValueError: see :class:`~gemjax.train.token_rollout.TokenRollout`, or
+            ``episodes``/``batch`` below 1.
+    """
+    for name, value in (("episodes", episodes), ("batch", batch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    rollout = TokenRollout(policy, bridge_for(env_id, tokenizer, loop), loop, tokenizer=tokenizer)
+    params = nnx.state(policy, nnx.Param)
+    calls = -(-episodes // batch)
+    size = -(-episodes // calls)
+
+    @jax.jit
+    def play(params: Any, key: jax.Array) -> dict[str, jax.Array]:
+        """Per-episode statistics of ``size`` episodes (each [size])."""
+        reset_key, key = jax.random.split(key)
+        traj = rollout.collect(params, jax.random.split(reset_key, size), key, greedy=greedy)
+        return {
+            "success": jnp.any(traj.success, axis=0),
+            "turns": jnp.sum(traj.valid, axis=0),
+            "format_errors": jnp.sum(traj.format_error & traj.valid, axis=0),
+            "context_cut": traj.context_cut,
+        }
+
+    keys = jax.random.split(jax.random.key(seed), calls)
+    parts = [jax.device_get(play(params, key)) for key in keys]
+    stats = {name: np.concatenate([p[name] for p in parts])[:episodes] for name in parts[0]}
+    turns = int(stats["turns"].sum())
+    return Evaluation(
+        env_id=env_id,
+        episodes=episodes,
+        success=float(stats["success"].mean()),
+        mean_turns=float(stats["turns"].mean()),
+        format_error_rate=float(stats["format_errors"].sum() / max(turns, 1)),
+        context_cut=float(stats["context_cut"].mean()),
     )

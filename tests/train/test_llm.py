@@ -27,8 +27,12 @@ import gemjax  # noqa: E402
 from gemjax.tokenizer_bridge import TokenBridge, load_tokenizer  # noqa: E402
 from gemjax.train.llm import (  # noqa: E402
     PretrainedLM,
+    PretrainedTrainConfig,
+    evaluate_pretrained,
     load_pretrained,
+    load_pretrained_run,
     make_pretrained_train,
+    run_pretrained,
 )
 from gemjax.train.lm import CausalLM, causal_mask  # noqa: E402
 from gemjax.train.token_rollout import Generated, TokenLoopConfig, prefill  # noqa: E402
@@ -341,6 +345,59 @@ def test_one_rebn_update_raises_a_rewarded_response(trainer):
     assert np.isfinite(float(metrics.loss))
     assert (after[:2] > before[:2]).all()
     assert (after[2:] < before[2:]).all()
+
+
+def test_evaluation_on_device(qwen3):
+    policy, tokenizer = qwen3
+    result = evaluate_pretrained(policy, tokenizer, ENV_ID, episodes=5, loop=LOOP, batch=3)
+    assert result.episodes == 5
+    assert 0.0 <= result.success <= 1.0 and 0.0 <= result.format_error_rate <= 1.0
+    assert 1.0 <= result.mean_turns <= LOOP.horizon
+
+
+def _run_config(folder: Path, updates: int) -> PretrainedTrainConfig:
+    return PretrainedTrainConfig(
+        env_id=ENV_ID,
+        loop=LOOP,
+        num_episodes=2,
+        num_updates=updates,
+        warmup_updates=0,
+        eval_every=1,
+        eval_episodes=2,
+        model_folder=str(folder),
+    )
+
+
+def _comparable(records: list[dict]) -> list[dict]:
+    return [
+        {k: v for k, v in r.items() if k not in ("wall_s", "steps_per_second")} for r in records
+    ]
+
+
+@pytest.fixture
+def compilation_cache(tmp_path):
+    """A persistent compilation cache for this test only: its three runs compile the
+    same chunk functions."""
+    previous = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax-cache"))
+    yield
+    jax.config.update("jax_compilation_cache_dir", previous)
+
+
+@pytest.mark.slow
+def test_a_resumed_run_equals_an_uninterrupted_one(qwen3_folder, tmp_path, compilation_cache):
+    folder = qwen3_folder[0]
+    whole = run_pretrained(_run_config(folder, 2), tmp_path / "whole", progress=False)
+    run_pretrained(_run_config(folder, 1), tmp_path / "split", progress=False)
+    resumed = run_pretrained(_run_config(folder, 2), tmp_path / "split", progress=False)
+    assert _comparable(resumed.records) == _comparable(whole.records)
+    settings = json.loads((tmp_path / "whole" / "config.json").read_text())
+    assert settings["policy"] == "llm" and settings["model_folder"] == str(folder)
+    _, state = load_pretrained_run(tmp_path / "split")
+    assert int(state.update) == 2
+    pairs = zip(jax.tree.leaves(state.params), jax.tree.leaves(whole.state.params), strict=True)
+    for a, b in pairs:
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 # --- bad input ------------------------------------------------------------------------
