@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import random
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -172,6 +173,13 @@ class Environment(abc.ABC, Generic[TState, TParams]):
     @abc.abstractmethod
     def suffix_values(self, state: TState) -> Mapping[str, jax.Array]:
         """Slot values of :attr:`suffix` for ``state``."""
+
+    @classmethod
+    def gem_opening(cls, gem_env: Any, rng: random.Random) -> None:
+        """Play the moves on a live ``gem-llm`` env (with ``rng``'s choices) after
+        which its state mirrors exactly (``state_from_gem``) for a side-by-side
+        run: GEM draws some hidden state inside ``step`` from its global RNG, which
+        no mirror can reproduce. None by default."""
 
     def printed_words(self, params: TParams) -> tuple[str, ...]:
         """Words the game's text can show besides its templates' fixed text, as printed

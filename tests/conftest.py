@@ -28,6 +28,7 @@ import pytest
 
 import gemjax
 from gemjax.core import Environment
+from gemjax.testing import preserved_global_rng
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -108,3 +109,33 @@ def release_compiled_code() -> Iterator[None]:
     yield
     if MAX_MAP_COUNT.exists() and memory_mappings() > int(MAX_MAP_COUNT.read_text()) // 2:
         jax.clear_caches()
+
+
+@pytest.fixture(autouse=True)
+def _keep_global_rng() -> Iterator[None]:
+    """GEM's ``reset(seed)`` reseeds the process-global RNGs; restore them after each test."""
+    with preserved_global_rng():
+        yield
+
+
+@pytest.fixture(scope="session")
+def nltk_words(tmp_path_factory):
+    """Point NLTK at the word lists shipped in gemjax (``corpora/words/{en,en-basic,README}``
+    in a tmp folder), so GEM's Wordle and Hangman run offline. Request it before any
+    GEM word game is constructed."""
+    import os
+
+    import nltk
+
+    from gemjax.envs.words import write_nltk_data
+
+    root = write_nltk_data(tmp_path_factory.mktemp("nltk_data"))
+    previous = os.environ.get("NLTK_DATA")
+    os.environ["NLTK_DATA"] = str(root)
+    nltk.data.path.insert(0, str(root))
+    yield root
+    nltk.data.path.remove(str(root))
+    if previous is None:
+        os.environ.pop("NLTK_DATA", None)
+    else:
+        os.environ["NLTK_DATA"] = previous

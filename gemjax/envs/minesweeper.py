@@ -47,6 +47,7 @@ Observation (what the player sees, never the mines), a dict of:
 from __future__ import annotations
 
 import functools
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -591,6 +592,13 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
             "num_mines": gem_env.num_mines,
             "max_turns": gem_env.max_turns,
         }
+
+    @classmethod
+    def gem_opening(cls, gem_env: Any, rng: random.Random) -> None:
+        """GEM places its mines at the first reveal, from its global RNG: reveal a
+        random cell on GEM's side first."""
+        row, col = rng.randrange(gem_env.rows), rng.randrange(gem_env.cols)
+        gem_env.step(f"\\boxed{{reveal {row} {col}}}")
 
     def state_from_gem(self, gem_env: Any) -> MinesweeperState:
         """The kernel state equal to a live GEM env's, before or after its mines are

@@ -13,13 +13,14 @@ import pytest
 from gem.envs.game_env.guess_the_number import GuessTheNumberEnv
 
 import gemjax
-from gemjax import bitset
+from gemjax import bitset, testing
 from gemjax.envs.guess_the_number import (
     MESSAGES,
     GuessTheNumber,
     GuessTheNumberParams,
     GuessTheNumberState,
 )
+from gemjax.testing import assert_trees_equal, lane
 
 GTN_IDS = tuple(i for i in gemjax.list_envs() if i.startswith("game:GuessTheNumber"))
 INT32_MAX = 2**31 - 1
@@ -55,20 +56,6 @@ def chi2_statistic(counts: np.ndarray) -> float:
     counts = np.asarray(counts, np.float64)
     expected = counts.sum() / counts.size
     return float(((counts - expected) ** 2 / expected).sum())
-
-
-def assert_trees_equal(actual, expected) -> None:
-    """Same structure, and leaves of equal dtype, shape and values (exactly)."""
-    assert jax.tree.structure(actual) == jax.tree.structure(expected)
-    for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
-        a, e = np.asarray(a), np.asarray(e)
-        assert a.dtype == e.dtype
-        assert a.shape == e.shape
-        np.testing.assert_array_equal(a, e)
-
-
-def lane(tree, i: int):
-    return jax.tree.map(lambda x: x[i], tree)
 
 
 def random_actions(rng: np.random.Generator, capacity: int, shape) -> np.ndarray:
@@ -171,124 +158,32 @@ def test_default_params_match_gem_registry():
 # --- JAX contract ------------------------------------------------------------------
 
 
-def test_jit_matches_eager(kit):
-    env, params = kit.env, kit.params
-    rng = np.random.default_rng(0)
-    key = jax.random.key(1)
-    for _ in range(2):
-        key, k0 = jax.random.split(key)
-        eager = env.reset(k0, params)
-        jitted = kit.reset(k0, params)
-        assert_trees_equal(jitted, eager)
-        s_eager, s_jit = eager[0], jitted[0]
-        for action in random_actions(rng, env.capacity, (8,)):
-            key, k = jax.random.split(key)
-            eager = env.step(k, s_eager, jnp.int32(action), params)
-            jitted = kit.step(k, s_jit, jnp.int32(action), params)
-            assert_trees_equal(jitted, eager)
-            s_eager, s_jit = eager[0], jitted[0]
-
-
-def test_vmap_matches_python_loop(kit):
-    env, params = kit.env, kit.params
-    batch, steps = BATCH, 10
-    rng = np.random.default_rng(1)
-    keys = jax.random.split(jax.random.key(2), batch)
-    states, ts = kit.vreset(keys, params)
-    singles = [kit.reset(keys[i], params) for i in range(batch)]
-    fetched = jax.device_get((states, ts))  # slice on the host: no per-leaf dispatch
-    for i in range(batch):
-        assert_trees_equal(lane(fetched, i), jax.device_get(singles[i]))
-    # The lanes must differ, or the comparison could not catch a lane mix-up.
-    assert len({int(t) for t in states.target}) > 1
-    for t in range(steps):
-        step_keys = jax.random.split(jax.random.fold_in(jax.random.key(3), t), batch)
-        actions = jnp.asarray(random_actions(rng, env.capacity, (batch,)))
-        states, ts = kit.vstep(step_keys, states, actions, params)
-        fetched = jax.device_get((states, ts))
-        for i in range(batch):
-            singles[i] = kit.step(step_keys[i], singles[i][0], actions[i], params)
-            assert_trees_equal(lane(fetched, i), jax.device_get(singles[i]))
-
-
-def test_reset_and_step_have_identical_structure_and_dtypes(kit):
-    env, params = kit.env, kit.params
-    key = jax.random.key(0)
-    reset_out = jax.eval_shape(env.reset, key, params)
-    step_out = jax.eval_shape(env.step, key, reset_out[0], jnp.int32(3), params)
-    assert jax.tree.structure(reset_out) == jax.tree.structure(step_out)
-    for r, s in zip(jax.tree.leaves(reset_out), jax.tree.leaves(step_out), strict=True):
-        assert (r.dtype, r.shape, r.weak_type) == (s.dtype, s.shape, s.weak_type)
-
-    # The concrete outputs of the jitted functions agree with the abstract ones.
-    state, ts = kit.reset(key, params)
-    state2, ts2 = kit.step(key, state, jnp.int32(3), params)
-    for concrete in ((state, ts), (state2, ts2)):
-        assert jax.tree.structure(concrete) == jax.tree.structure(reset_out)
-        for c, a in zip(jax.tree.leaves(concrete), jax.tree.leaves(reset_out), strict=True):
-            assert (c.dtype, c.shape, c.weak_type) == (a.dtype, a.shape, a.weak_type)
-
-    # The documented dtypes and shapes.
-    assert ts.reward.dtype == jnp.float32 and ts.reward.shape == ()
-    assert ts.terminated.dtype == jnp.bool_ and ts.truncated.dtype == jnp.bool_
-    assert ts.event.kind.dtype == jnp.int32 and ts.event.kind.shape == ()
-    assert ts.event.args.dtype == jnp.int32
-    assert ts.event.args.shape == (len(MESSAGES.arg_names),)
-    assert set(ts.info) == {"success"} and ts.info["success"].dtype == jnp.bool_
+def test_observation_layout(kit):
+    """The observation's keys, dtypes and shapes (tests/test_contract.py runs the
+    rest of the kernel contract on every id)."""
+    _, ts = kit.reset(jax.random.key(0), kit.params)
     assert set(ts.observation) == OBS_KEYS
     assert ts.observation["hints"].dtype == jnp.int8
-    assert ts.observation["hints"].shape == (env.capacity,)
+    assert ts.observation["hints"].shape == (kit.env.capacity,)
     for name in OBS_KEYS - {"hints"}:
         assert ts.observation[name].dtype == jnp.int32 and ts.observation[name].shape == ()
-    assert_trees_equal(
-        jax.tree.map(lambda x: (x.shape, x.dtype), env.observation_spec(params)),
-        jax.tree.map(lambda x: (x.shape, x.dtype), ts.observation),
-    )
 
 
-def test_reset_carry_feeds_scan(kit):
-    """Reset's output is a valid ``lax.scan`` carry for step (weak types included)."""
+def test_range_sweep_does_not_retrace(kit):
+    """One compiled reset and step serve another range and turn limit, on the game's
+    own actions (every branch, int32 extremes included)."""
     env, params = kit.env, kit.params
+    extremes = jnp.asarray([INT32_MAX, INT32_MIN, -3, env.capacity + 2], jnp.int32)
+    base = testing.adversarial_actions(env)
 
-    def rollout(key, actions):
-        carry = env.reset(key, params)
+    def actions(key, state):
+        pick, index, rest = jax.random.split(key, 3)
+        extreme = extremes[jax.random.randint(index, (), 0, extremes.size)]
+        return jnp.where(jax.random.bernoulli(pick, 0.2), extreme, base(rest, state))
 
-        def body(carry, action):
-            state, _ = carry
-            carry = env.step(key, state, action, params)
-            return carry, carry[1].reward
-
-        return jax.lax.scan(body, carry, actions)
-
-    actions = jnp.asarray([3, 0, 5], jnp.int32)
-    _, rewards = jax.eval_shape(rollout, jax.random.key(0), actions)
-    assert rewards.shape == (3,) and rewards.dtype == jnp.float32
-
-
-def test_no_retracing(kit):
-    env, params = kit.env, kit.params
-    traces = {"reset": 0, "step": 0}
-
-    def reset(key, params):
-        traces["reset"] += 1
-        return env.reset(key, params)
-
-    def step(key, state, action, params):
-        traces["step"] += 1
-        return env.step(key, state, action, params)
-
-    reset, step = jax.jit(reset), jax.jit(step)
     other = params.replace(max_number=params.max_number - 1, max_turns=params.max_turns + 1)
-    state, _ = reset(jax.random.key(0), params)
-    state, _ = reset(jax.random.key(1), other)  # new key and param values
-    assert traces["reset"] == 1
-    for i, action in enumerate([5, 0, -7, INT32_MAX, 2]):
-        state, _ = step(jax.random.key(i), state, jnp.int32(action), other)
-    assert traces["step"] == 1
-    assert reset._cache_size() == 1 and step._cache_size() == 1
-    # Counting works: a new input type does retrace.
-    step(jax.random.key(0), state, jnp.int8(3), params)
-    assert traces["step"] == 2
+    testing.check_no_retracing(env, params, actions, other=other)
+    testing.check_jit_matches_eager(env, params, actions)
 
 
 def test_equal_envs_share_compilation():

@@ -13,10 +13,11 @@ import pytest
 from gem.envs.game_env.mastermind import MastermindEnv
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kernel_contract import assert_trees_equal, check_reset_step_structure, lane
 
 import gemjax
-from gemjax.envs.mastermind import RANDOM_CONFIGS, Mastermind, MastermindState, pegs
+from gemjax import testing
+from gemjax.envs.mastermind import RANDOM_CONFIGS, MastermindState, pegs
+from gemjax.testing import lane
 
 EASY, HARD, RANDOM = (f"game:Mastermind-v0-{v}" for v in ("easy", "hard", "random"))
 IDS = (EASY, HARD, RANDOM)
@@ -31,17 +32,6 @@ OBS_KEYS = {
     "num_numbers",
     "max_turns",
 }
-
-
-def random_actions(rng: np.random.Generator, env: Mastermind, batch: int) -> np.ndarray:
-    """Actions from every branch: format errors, wrong lengths, out of range, valid."""
-    k, n = env.size, env.max_number
-    counts = rng.choice([0, -1, 1, 2, 3, 4, 5, k, k, k, k, k], size=batch)
-    entries = rng.integers(1, n + 1, size=(batch, k))
-    odd = rng.random((batch, k))
-    entries = np.where(odd < 0.04, 0, entries)
-    entries = np.where((odd >= 0.04) & (odd < 0.06), 2**31 - 1, entries)
-    return np.concatenate([np.minimum(counts, k + 1)[:, None], entries], 1).astype(np.int32)
 
 
 @pytest.fixture(scope="module", params=IDS)
@@ -136,74 +126,36 @@ def test_milestone_reward_is_float32_of_gems():
 # --- JAX contract -------------------------------------------------------------------------
 
 
-def test_jit_matches_eager(kit):
-    env, params = kit.env, kit.params
-    rng = np.random.default_rng(0)
-    key = jax.random.key(1)
-    eager = env.reset(key, params)
-    jitted = kit.reset(key, params)
-    assert_trees_equal(jitted, eager)
-    s_eager, s_jit = eager[0], jitted[0]
-    for action in random_actions(rng, env, 6):
-        eager = env.step(key, s_eager, jnp.asarray(action), params)
-        jitted = kit.step(key, s_jit, jnp.asarray(action), params)
-        assert_trees_equal(jitted, eager)
-        s_eager, s_jit = eager[0], jitted[0]
-
-
-def test_vmap_matches_python_loop(kit):
-    env, params = kit.env, kit.params
-    rng = np.random.default_rng(1)
-    keys = jax.random.split(jax.random.key(2), BATCH)
-    states, ts = kit.vreset(keys, params)
-    singles = [kit.reset(keys[i], params) for i in range(BATCH)]
-    for i in range(BATCH):
-        assert_trees_equal(lane((states, ts), i), singles[i])
-    assert len({tuple(c) for c in np.asarray(states.code).tolist()}) > 1
-    for t in range(12):
-        actions = random_actions(rng, env, BATCH)
-        # Replay some lanes' codes and earlier guesses: successes and duplicates.
-        actions[t % BATCH, 1:] = np.asarray(states.code[t % BATCH])
-        actions[t % BATCH, 0] = int(states.code_length[t % BATCH])
-        states, ts = kit.vstep(keys, states, jnp.asarray(actions), params)
-        for i in range(BATCH):
-            singles[i] = kit.step(keys[i], singles[i][0], jnp.asarray(actions[i]), params)
-            assert_trees_equal(lane((states, ts), i), singles[i])
-    assert int(states.num_guesses.sum()) > 0
-
-
-def test_reset_and_step_have_identical_structure_and_dtypes(kit):
+def test_observation_layout(kit):
+    """The observation's keys, dtypes and shapes; the code is never in it
+    (tests/test_contract.py runs the rest of the kernel contract on every id)."""
     env = kit.env
-    action = jnp.zeros((env.size + 1,), jnp.int32)
-    _, ts = check_reset_step_structure(kit, action, OBS_KEYS)
+    _, ts = kit.reset(jax.random.key(0), kit.params)
+    assert set(ts.observation) == OBS_KEYS
     assert ts.observation["guesses"].shape == (env.history, env.size)
     for name in OBS_KEYS - {"guesses", "black", "white"}:
         assert ts.observation[name].shape == () and ts.observation[name].dtype == jnp.int32
-    # The code is never part of what the player sees.
     assert "code" not in ts.observation
 
 
-def test_no_retracing(kit):
+def play_code(state: MastermindState) -> jax.Array:
+    """The winning guess of ``state``: ``[code_length, *code]``."""
+    return jnp.concatenate([state.code_length[None], state.code])
+
+
+def test_contract_on_winning_guesses(kit):
+    """vmap equals a loop and jit equals eager on streams that also replay the code
+    and write a negative count and int32-max entries: successes, the guesses after
+    them and values beyond the action space are compared too."""
     env, params = kit.env, kit.params
-    traces = {"reset": 0, "step": 0}
-
-    def reset(key, params):
-        traces["reset"] += 1
-        return env.reset(key, params)
-
-    def step(key, state, action, params):
-        traces["step"] += 1
-        return env.step(key, state, action, params)
-
-    reset, step = jax.jit(reset), jax.jit(step)
-    other = params.replace(max_turns=params.max_turns - 1)
-    state, _ = reset(jax.random.key(0), params)
-    state, _ = reset(jax.random.key(1), other)
-    for action in random_actions(np.random.default_rng(3), env, 4):
-        state, _ = step(jax.random.key(0), state, jnp.asarray(action), other)
-    assert traces == {"reset": 1, "step": 1}
-    step(jax.random.key(0), state, jnp.zeros((env.size + 1,), jnp.int8), params)
-    assert traces["step"] == 2  # counting works: a new input type retraces
+    odd = jnp.asarray([-1, *[2**31 - 1] * env.size], jnp.int32)  # beyond the action space
+    actions = testing.mixed_actions(testing.adversarial_actions(env), lambda _: odd, 0.1)
+    actions = testing.mixed_actions(actions, play_code, 0.2)
+    history = testing.check_vmap_matches_loop(env, params, actions, batch=BATCH, steps=12)
+    assert history.info["success"].any()
+    assert (history.observation["num_guesses"][-1] > 0).any()
+    timesteps = testing.check_jit_matches_eager(env, params, actions, steps=12)
+    assert any(bool(ts.info["success"]) for ts in timesteps)
 
 
 def test_action_shape_and_dtype_checked(kit):

@@ -15,10 +15,10 @@ import pytest
 from gem.envs.game_env.minesweeper import MinesweeperEnv
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kernel_contract import assert_trees_equal, check_reset_step_structure, lane
 from scipy import stats
 
 import gemjax
+from gemjax import testing
 from gemjax.envs.minesweeper import (
     CELLS,
     FLAG,
@@ -32,6 +32,7 @@ from gemjax.envs.minesweeper import (
     flood_fill,
     place_mines,
 )
+from gemjax.testing import lane
 from gemjax.tokenizer_bridge.grammar import BoxedCommand
 from gemjax.tokenizer_bridge.templates import Board, Echo, Int, MessageTable, Template
 
@@ -49,14 +50,6 @@ OBS_KEYS = {
     "num_mines",
     "max_turns",
 }
-
-
-@pytest.fixture(autouse=True)
-def _keep_global_rng():
-    py_state, np_state = random.getstate(), np.random.get_state()
-    yield
-    random.setstate(py_state)
-    np.random.set_state(np_state)
 
 
 def random_actions(rng: np.random.Generator, env: Minesweeper, batch: int) -> np.ndarray:
@@ -238,70 +231,31 @@ def test_boxed_command_rejects_bad_declarations():
 # --- JAX contract ---------------------------------------------------------------------
 
 
-def test_jit_matches_eager(kit):
-    env, params = kit.env, kit.params
-    rng = np.random.default_rng(0)
-    key = jax.random.key(1)
-    eager = env.reset(key, params)
-    jitted = kit.reset(key, params)
-    assert_trees_equal(jitted, eager)
-    s_eager, s_jit = eager[0], jitted[0]
-    for action in random_actions(rng, env, 6):
-        eager = env.step(key, s_eager, jnp.asarray(action), params)
-        jitted = kit.step(key, s_jit, jnp.asarray(action), params)
-        assert_trees_equal(jitted, eager)
-        s_eager, s_jit = eager[0], jitted[0]
-    assert bool(s_jit.placed)
-
-
-def test_vmap_matches_python_loop(kit):
-    env, params = kit.env, kit.params
-    rng = np.random.default_rng(1)
-    keys = jax.random.split(jax.random.key(2), BATCH)
-    states, ts = kit.vreset(keys, params)
-    singles = [kit.reset(keys[i], params) for i in range(BATCH)]
-    for i in range(BATCH):
-        assert_trees_equal(lane((states, ts), i), singles[i])
-    for _ in range(10):
-        actions = random_actions(rng, env, BATCH)
-        states, ts = kit.vstep(keys, states, jnp.asarray(actions), params)
-        for i in range(BATCH):
-            singles[i] = kit.step(keys[i], singles[i][0], jnp.asarray(actions[i]), params)
-            assert_trees_equal(lane((states, ts), i), singles[i])
-    assert int(states.revealed.sum()) > BATCH and int(states.flags.sum()) > 0
-
-
-def test_reset_and_step_have_identical_structure_and_dtypes(kit):
+def test_observation_layout(kit):
+    """The observation's keys, dtypes and shapes; mines are never in it
+    (tests/test_contract.py runs the rest of the kernel contract on every id)."""
     env = kit.env
-    action = jnp.zeros((3,), jnp.int32)
-    _, ts = check_reset_step_structure(kit, action, OBS_KEYS)
+    _, ts = kit.reset(jax.random.key(0), kit.params)
+    assert set(ts.observation) == OBS_KEYS
     assert ts.observation["board"].shape == env.shape and ts.observation["board"].dtype == jnp.int8
     for name in ("revealed", "flags", "active"):
         assert ts.observation[name].shape == env.shape and ts.observation[name].dtype == jnp.bool_
     assert "mines" not in ts.observation and "priority" not in ts.observation
 
 
-def test_no_retracing(kit):
+def test_contract_on_board_moves(kit):
+    """jit equals eager and vmap equals a loop on mostly in-board reveals and flags
+    (mines get placed, cells revealed and flagged), and a mine count sweep does not
+    retrace."""
     env, params = kit.env, kit.params
-    traces = {"reset": 0, "step": 0}
-
-    def reset(key, params):
-        traces["reset"] += 1
-        return env.reset(key, params)
-
-    def step(key, state, action, params):
-        traces["step"] += 1
-        return env.step(key, state, action, params)
-
-    reset, step = jax.jit(reset), jax.jit(step)
+    actions = testing.actions_from(random_actions(np.random.default_rng(0), env, 256))
+    timesteps = testing.check_jit_matches_eager(env, params, actions, episodes=1, steps=6)
+    assert bool(timesteps[-1].observation["revealed"].any())
+    history = testing.check_vmap_matches_loop(env, params, actions, batch=BATCH, steps=10)
+    final = history.observation
+    assert int(final["revealed"][-1].sum()) > BATCH and int(final["flags"][-1].sum()) > 0
     other = params.replace(max_turns=params.max_turns - 1, num_mines=params.num_mines - 1)
-    state, _ = reset(jax.random.key(0), params)
-    state, _ = reset(jax.random.key(1), other)
-    for action in random_actions(np.random.default_rng(3), env, 4):
-        state, _ = step(jax.random.key(0), state, jnp.asarray(action), other)
-    assert traces == {"reset": 1, "step": 1}
-    step(jax.random.key(0), state, jnp.zeros((3,), jnp.int8), params)
-    assert traces["step"] == 2  # counting works: a new input type retraces
+    testing.check_no_retracing(env, params, actions, other=other)
 
 
 def test_action_shape_and_dtype_checked(kit):

@@ -19,10 +19,10 @@ import pytest
 from gem.envs.game_env.sudoku import SudokuEnv
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kernel_contract import assert_trees_equal, check_reset_step_structure, lane
 from scipy import stats
 
 import gemjax
+from gemjax import testing
 from gemjax.envs.sudoku import (
     MESSAGES,
     BlockBoard,
@@ -34,6 +34,7 @@ from gemjax.envs.sudoku import (
     pack_bank9,
     tables_for,
 )
+from gemjax.testing import lane
 from gemjax.tokenizer_bridge.templates import MessageTable, Template
 
 EASY, HARD, RANDOM = (f"game:Sudoku-v0-{v}" for v in ("easy", "hard", "random"))
@@ -42,14 +43,6 @@ BATCH = 8
 SAMPLES = 4096  # resets per id for the distribution and uniqueness tests
 OBS_KEYS = {"board", "active", "turn", "scale", "max_turns"}
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_sudoku_bank.py"
-
-
-@pytest.fixture(autouse=True)
-def _keep_global_rng():
-    py_state, np_state = random.getstate(), np.random.get_state()
-    yield
-    random.setstate(py_state)
-    np.random.set_state(np_state)
 
 
 @pytest.fixture(scope="module")
@@ -319,67 +312,27 @@ def test_grammar_agrees_with_gems_regex(text):
 # --- JAX contract ---------------------------------------------------------------------
 
 
-def test_jit_matches_eager(kit):
-    env, params = kit.env, kit.params
-    rng = np.random.default_rng(0)
-    key = jax.random.key(1)
-    eager = env.reset(key, params)
-    jitted = kit.reset(key, params)
-    assert_trees_equal(jitted, eager)
-    s_eager, s_jit = eager[0], jitted[0]
-    for action in random_actions(rng, env.side, 6):
-        eager = env.step(key, s_eager, jnp.asarray(action), params)
-        jitted = kit.step(key, s_jit, jnp.asarray(action), params)
-        assert_trees_equal(jitted, eager)
-        s_eager, s_jit = eager[0], jitted[0]
-
-
-def test_vmap_matches_python_loop(kit):
-    env, params = kit.env, kit.params
-    rng = np.random.default_rng(1)
-    keys = jax.random.split(jax.random.key(2), BATCH)
-    states, ts = kit.vreset(keys, params)
-    singles = [kit.reset(keys[i], params) for i in range(BATCH)]
-    for i in range(BATCH):
-        assert_trees_equal(lane((states, ts), i), singles[i])
-    for _ in range(8):
-        actions = random_actions(rng, env.side, BATCH)
-        states, ts = kit.vstep(keys, states, jnp.asarray(actions), params)
-        for i in range(BATCH):
-            singles[i] = kit.step(keys[i], singles[i][0], jnp.asarray(actions[i]), params)
-            assert_trees_equal(lane((states, ts), i), singles[i])
-
-
-def test_reset_and_step_have_identical_structure_and_dtypes(kit):
+def test_observation_layout(kit):
+    """The observation's keys, dtypes and shapes; the solution is never in it
+    (tests/test_contract.py runs the rest of the kernel contract on every id)."""
     env = kit.env
-    _, ts = check_reset_step_structure(kit, jnp.zeros((4,), jnp.int32), OBS_KEYS)
+    _, ts = kit.reset(jax.random.key(0), kit.params)
+    assert set(ts.observation) == OBS_KEYS
     side = (env.side, env.side)
     assert ts.observation["board"].shape == side and ts.observation["board"].dtype == jnp.int8
     assert ts.observation["active"].shape == side and ts.observation["active"].dtype == jnp.bool_
     assert "solution" not in ts.observation
 
 
-def test_no_retracing(kit):
+def test_contract_on_board_moves(kit):
+    """jit equals eager and vmap equals a loop on mostly in-range moves (with out of
+    bounds, huge numbers and format errors), and a clue-count sweep does not retrace."""
     env, params = kit.env, kit.params
-    traces = {"reset": 0, "step": 0}
-
-    def reset(key, params):
-        traces["reset"] += 1
-        return env.reset(key, params)
-
-    def step(key, state, action, params):
-        traces["step"] += 1
-        return env.step(key, state, action, params)
-
-    reset, step = jax.jit(reset), jax.jit(step)
+    actions = testing.actions_from(random_actions(np.random.default_rng(0), env.side, 256))
+    testing.check_jit_matches_eager(env, params, actions, episodes=1, steps=6)
+    testing.check_vmap_matches_loop(env, params, actions, batch=BATCH, steps=8)
     other = params.replace(max_turns=params.max_turns - 1, clues=params.clues - 1)
-    state, _ = reset(jax.random.key(0), params)
-    state, _ = reset(jax.random.key(1), other)
-    for action in random_actions(np.random.default_rng(3), env.side, 4):
-        state, _ = step(jax.random.key(0), state, jnp.asarray(action), other)
-    assert traces == {"reset": 1, "step": 1}
-    step(jax.random.key(0), state, jnp.zeros((4,), jnp.int8), params)
-    assert traces["step"] == 2
+    testing.check_no_retracing(env, params, actions, other=other)
 
 
 def test_action_shape_and_dtype_checked(kits):

@@ -1,7 +1,8 @@
-"""JAX-contract checks shared by the word games' tests (Wordle, Hangman).
+"""Checks shared by the word games' tests (Wordle, Hangman): the game's own
+observation layout, the kernel contract on secret guesses, reset uniformity.
 
-Each check takes a :class:`Kit` (tests/conftest.py) and a function drawing a batch of
-kernel actions that reach every branch.
+Each check takes a :class:`Kit` (tests/conftest.py); some take a function drawing a
+batch of kernel actions that reach every branch.
 """
 
 from __future__ import annotations
@@ -11,92 +12,45 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-from kernel_contract import assert_trees_equal, check_reset_step_structure, lane
+
+from gemjax import testing
 
 Actions = Callable[[np.random.Generator, object, int], np.ndarray]
 
 
-def with_secret(actions: np.ndarray, states, lanes: list[int]) -> np.ndarray:
-    """``actions`` with the given lanes guessing their secret word (successes)."""
-    actions = actions.copy()
-    for i in lanes:
-        actions[i, 0] = int(states.word_length[i])
-        actions[i, 1:] = np.asarray(states.secret[i])
-    return actions
+def play_secret(state) -> jax.Array:
+    """The winning guess of ``state``: ``[word_length, *secret]``."""
+    return jnp.concatenate([state.word_length[None], state.secret]).astype(jnp.int32)
 
 
-def check_jit_matches_eager(kit, actions: Actions) -> None:
+def check_contract_on_secret_guesses(kit, actions: Actions) -> None:
+    """jit equals eager and vmap equals a loop on ``actions`` (host-drawn branch
+    actions) mixed with guesses of the secret: successes are compared too, and the
+    rewards take at least three values (format errors, zeros, progress). The rest of
+    the kernel contract runs on every id in tests/test_contract.py."""
     env, params = kit.env, kit.params
-    key = jax.random.key(1)
-    eager, jitted = env.reset(key, params), kit.reset(key, params)
-    assert_trees_equal(jitted, eager)
-    s_eager, s_jit = eager[0], jitted[0]
-    batch = actions(np.random.default_rng(0), env, 6)
-    batch = with_secret(batch, jax.tree.map(lambda x: x[None], s_jit), [0])[::-1]
-    for action in batch:
-        eager = env.step(key, s_eager, jnp.asarray(action), params)
-        jitted = kit.step(key, s_jit, jnp.asarray(action), params)
-        assert_trees_equal(jitted, eager)
-        s_eager, s_jit = eager[0], jitted[0]
-    assert bool(jitted[1].info["success"])  # the last action guessed the secret
+    table = testing.actions_from(actions(np.random.default_rng(0), env, 256))
+    mixed = testing.mixed_actions(table, play_secret, 0.2)
+    timesteps = testing.check_jit_matches_eager(env, params, mixed, episodes=1, steps=10)
+    assert any(bool(ts.info["success"]) for ts in timesteps)
+    history = testing.check_vmap_matches_loop(env, params, mixed, batch=8, steps=10)
+    assert len(np.unique(history.reward)) >= 3
+    testing.check_no_retracing(env, params, table)
 
 
-def check_vmap_matches_loop(kit, actions: Actions, batch: int = 8, steps: int = 10) -> None:
-    env, params = kit.env, kit.params
-    rng = np.random.default_rng(1)
-    keys = jax.random.split(jax.random.key(2), batch)
-    states, ts = kit.vreset(keys, params)
-    singles = [kit.reset(keys[i], params) for i in range(batch)]
-    for i in range(batch):
-        assert_trees_equal(lane((states, ts), i), singles[i])
-    assert len({tuple(s) for s in np.asarray(states.secret).tolist()}) > 1
-    rewards = []
-    for t in range(steps):
-        batch_actions = with_secret(actions(rng, env, batch), states, [t % batch])
-        states, ts = kit.vstep(keys, states, jnp.asarray(batch_actions), params)
-        rewards.append(np.asarray(ts.reward))
-        for i in range(batch):
-            singles[i] = kit.step(keys[i], singles[i][0], jnp.asarray(batch_actions[i]), params)
-            assert_trees_equal(lane((states, ts), i), singles[i])
-    assert len(np.unique(np.concatenate(rewards))) >= 3  # format errors, zeros, progress
-
-
-def check_structure(kit, obs_keys: set[str]) -> None:
-    env = kit.env
-    action = jnp.zeros((env.size + 1,), jnp.int32)
-    state, ts = check_reset_step_structure(kit, action, obs_keys)
+def check_observation_layout(kit, obs_keys: set[str]) -> None:
+    """The observation has exactly ``obs_keys``, int32 scalars for the counters, and
+    nothing in it equals the secret's letters at reset."""
+    state, ts = kit.reset(jax.random.key(0), kit.params)
+    assert set(ts.observation) == obs_keys
     for name in ("turn", "word_length", "max_turns"):
         assert ts.observation[name].shape == () and ts.observation[name].dtype == jnp.int32
     assert "secret" not in ts.observation
-    # Nothing in the observation equals the secret's letters at reset.
     secret = np.asarray(state.secret)
     for leaf in jax.tree.leaves(ts.observation):
         leaf = np.asarray(leaf)
         if leaf.shape[-1:] == secret.shape:
             assert not (leaf == secret).all()
-
-
-def check_no_retracing(kit, actions: Actions) -> None:
-    env, params = kit.env, kit.params
-    traces = {"reset": 0, "step": 0}
-
-    def reset(key, params):
-        traces["reset"] += 1
-        return env.reset(key, params)
-
-    def step(key, state, action, params):
-        traces["step"] += 1
-        return env.step(key, state, action, params)
-
-    reset, step = jax.jit(reset), jax.jit(step)
-    other = params.replace(bank=params.bank.replace(max_turns=params.bank.max_turns - 1))
-    state, _ = reset(jax.random.key(0), params)
-    state, _ = reset(jax.random.key(1), other)
-    for action in actions(np.random.default_rng(3), env, 4):
-        state, _ = step(jax.random.key(0), state, jnp.asarray(action), other)
-    assert traces == {"reset": 1, "step": 1}
-    step(jax.random.key(0), state, jnp.zeros((env.size + 1,), jnp.int8), params)
-    assert traces["step"] == 2  # counting works: a new input type retraces
 
 
 def check_reset_uniform(kit, n: int, seed: int) -> dict:

@@ -15,39 +15,30 @@ import re
 from collections import Counter
 
 import gem
-import numpy as np
 import pytest
 from gem.wrappers.observation_wrapper import ObservationWrapper as GemObservationWrapper
-from step_parity import check_step, parity_episodes
 
 import gemjax
 import gemjax.gem as gg
+from gemjax import testing
+from gemjax.testing import DIGIT_ZEROS, SEPARATORS, check_step, parity_episodes
 
 EASY, HARD, RANDOM = (f"game:Mastermind-v0-{v}" for v in ("easy", "hard", "random"))
 IDS = (EASY, HARD, RANDOM)
 EPISODES = 200
 STEP_INFO = {"suffix": "Enter your guess."}
 EXAMPLE = re.compile(r"for example, \\boxed\{(\d+(?: \d+)*)\}\.\n")
-SEPARATORS = [" ", " ", " ", "  ", "\t", "\n", " \n ", "\u2003", "\u3000", "\x1c", "\xa0", "\x85"]
-DIGIT_ZEROS = [0x660, 0x6F0, 0x966, 0xFF10, 0x1D7CE, 0x0E50]  # Arabic-Indic, ..., Thai
-
-
-@pytest.fixture(autouse=True)
-def _keep_global_rng():
-    py_state, np_state = random.getstate(), np.random.get_state()
-    yield
-    random.setstate(py_state)
-    np.random.set_state(np_state)
 
 
 def mask_example(obs: str) -> str:
     return EXAMPLE.sub(r"for example, \\boxed{N}.\n", obs)
 
 
-class ActionStream:
+class ActionStream(testing.ActionStream):
     """Adversarial responses for one Mastermind episode."""
 
     def __init__(self, rng: random.Random, gem_env, ours: gg.TextEnv) -> None:
+        super().__init__(rng, gem_env, ours)
         self.rng, self.gem_env, self.ours = rng, gem_env, ours
         self.kinds = [
             (self.valid, 30),
@@ -65,10 +56,6 @@ class ActionStream:
         ]
         self.valid_guesses: list[list[int]] = []
 
-    def __call__(self) -> str:
-        kinds, weights = zip(*self.kinds, strict=True)
-        return self.rng.choices(kinds, weights)[0]()
-
     @property
     def length(self) -> int:
         return self.gem_env.code_length
@@ -85,15 +72,6 @@ class ActionStream:
         if self.rng.random() < 0.3:
             text = f"Let me think.\n\nMy guess: {text}."
         return text
-
-    def digits(self, value: int) -> str:
-        r = self.rng.random()
-        if r < 0.1:
-            return "0" * self.rng.randint(1, 3) + str(value)
-        if r < 0.15:
-            zero = self.rng.choice(DIGIT_ZEROS)
-            return "".join(chr(zero + int(c)) for c in str(value))
-        return str(value)
 
     def guess(self) -> list[int]:
         return [self.rng.randint(1, self.numbers) for _ in range(self.length)]
@@ -177,28 +155,6 @@ class ActionStream:
         guess[-1] = self.rng.choice(["0" * 4299 + "1", "0" * 4300 + "1", "7" * 4301])
         return self.box(guess)
 
-    def sampled(self) -> str:
-        return self.ours.sample_random_action()
-
-    def garbage(self) -> str:
-        return "".join(chr(self.rng.randrange(0x110000)) for _ in range(self.rng.randint(0, 20)))
-
-
-def classify(obs: str) -> str:
-    for kind, pattern in [
-        ("format_error", "did not provide a valid guess"),
-        ("wrong_length", "entries but the code has length"),
-        ("out_of_range", "numbers outside the range"),
-        ("duplicate", "already guessed before"),
-        ("pegs", "black peg(s)"),
-        ("success", "Congratulations"),
-        ("max_turns", "maximum number of turns"),
-    ]:
-        if pattern in obs:
-            return kind
-    return "other"
-
-
 @pytest.mark.parametrize(("env_id", "stream_seed"), [(EASY, 1), (HARD, 2), (RANDOM, 3)])
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     rng = random.Random(stream_seed)
@@ -219,7 +175,6 @@ def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> No
         extra=lambda: rng.choice([0, 0, rng.randint(1, 4)]),
         turns_past_limit=6,
         describe=lambda: f"code {gem_env.game_code}",
-        classify=classify,
     )
     expected = {"format_error", "wrong_length", "out_of_range", "duplicate", "pegs", "success"}
     assert expected | {"max_turns"} >= set(seen) >= expected, seen

@@ -25,10 +25,12 @@ import numpy as np
 import pytest
 from gem.envs.game_env.guess_the_number import GuessTheNumberEnv
 from gem.wrappers.observation_wrapper import ObservationWrapper
-from step_parity import check_step
 
 import gemjax
 import gemjax.gem as gg
+from gemjax import testing
+from gemjax.envs.guess_the_number import MESSAGES
+from gemjax.testing import check_step
 
 EASY = "game:GuessTheNumber-v0-easy"
 HARD = "game:GuessTheNumber-v0-hard"
@@ -58,6 +60,7 @@ INSTRUCTIONS = re.compile(
     r"Enter your first guess to start the game\.\n"
 )
 SUFFIX_INFO = {"suffix": "Enter your next guess."}
+classify = testing.message_classifier(MESSAGES)
 
 # The zero of every Unicode decimal-digit block (Arabic-Indic, fullwidth, ...):
 # Python's \d matches all of them and int() reads them.
@@ -97,13 +100,11 @@ def random_bytes_text(rng: random.Random, n: int) -> str:
     return raw.decode("utf-8", errors=rng.choice(["surrogateescape", "replace"]))
 
 
-class ActionStream:
+class ActionStream(testing.ActionStream):
     """Adversarial responses for one episode (weights favour reaching deep states)."""
 
     def __init__(self, rng: random.Random, gem_env: GuessTheNumberEnv, ours: gg.TextEnv) -> None:
-        self.rng = rng
-        self.gem_env = gem_env
-        self.ours = ours
+        super().__init__(rng, gem_env, ours)
         self.kinds: list[tuple[Callable[[], str], int]] = [
             (self.in_range, 30),
             (self.target, 6),
@@ -124,10 +125,6 @@ class ActionStream:
             (self.sampled, 3),
         ]
         self.guesses: list[int] = []
-
-    def __call__(self) -> str:
-        kinds, weights = zip(*self.kinds, strict=True)
-        return self.rng.choices(kinds, weights)[0]()
 
     @property
     def lo(self) -> int:
@@ -239,9 +236,6 @@ class ActionStream:
             text += boxed(str(self.rng.randint(self.lo, self.hi)))
         return text
 
-    def sampled(self) -> str:
-        return self.ours.sample_random_action()
-
 
 def describe(action: str) -> str:
     text = repr(action)
@@ -291,27 +285,21 @@ def run_episodes(env_id: str, episodes: int, stream_seed: int) -> Counter:
     return seen
 
 
-def classify(obs: str) -> str:
-    for kind, pattern in [
-        ("format_error", "did not provide a valid guess"),
-        ("out_of_range", "outside the range"),
-        ("duplicate", "already guessed before"),
-        ("hint", "the target number is"),
-        ("success", "Congratulations"),
-        ("max_turns", "maximum number of turns"),
-    ]:
-        if pattern in obs:
-            return kind
-    return "other"
-
-
 @pytest.mark.parametrize(
     ("env_id", "stream_seed"), [(EASY, 1), (HARD, 2), (RANDOM, 3), (NO_MAX_TURN, 4)]
 )
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     seen = run_episodes(env_id, episodes=300, stream_seed=stream_seed)
     # The streams must exercise every branch of GEM's step (else the test is weak).
-    expected = {"format_error", "out_of_range", "duplicate", "hint", "success", "max_turns"}
+    expected = {
+        "format_error",
+        "out_of_range",
+        "duplicate",
+        "hint[lower]",
+        "hint[higher]",
+        "success",
+        "max_turns",
+    }
     assert expected <= set(seen), seen
     assert "other" not in seen, seen
 
@@ -434,7 +422,7 @@ def test_sample_random_action_is_an_in_range_guess(env_id: str) -> None:
         gem_env.min_number, gem_env.max_number = lo, hi
         gem_env.max_turns = 100
         obs = gem_env.step(action)[0]
-        assert classify(obs) in ("hint", "success"), obs
+        assert classify(obs) in ("hint[lower]", "hint[higher]", "success"), obs
     if env_id in (EASY, HARD, NO_MAX_TURN):  # 60 draws cover much of the range
         assert len(counts) >= min(10, int(ours.state.max_number)) * 0.6, counts
 

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import gem
 import pytest
-from step_parity import check_step, parity_episodes
 
 import gemjax.gem as gg
+from gemjax import testing
+from gemjax.testing import check_step, parity_episodes
 
 EASY, HARD, RANDOM = (f"game:Sudoku-v0-{v}" for v in ("easy", "hard", "random"))
 IDS = (EASY, HARD, RANDOM)
 EPISODES = {EASY: 250, HARD: 80, RANDOM: 140}
 SEPARATORS = [" "] * 10 + ["\t", "\n", "\u3000", "\xa0", "\x85", "\x1c", "\u2003"]
-DIGIT_ZEROS = [0x660, 0x6F0, 0x966, 0xFF10, 0x1D7CE, 0x0E50]
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_sudoku_bank.py"
 
 
@@ -54,10 +54,14 @@ def make_gem(env_id: str):
     return env
 
 
-class ActionStream:
+class ActionStream(testing.ActionStream):
     """Adversarial responses for one Sudoku episode (reads GEM's board)."""
 
+    leading_zeros = 0.08
+
+
     def __init__(self, rng: random.Random, gem_env, ours: gg.TextEnv, careful: bool) -> None:
+        super().__init__(rng, gem_env, ours)
         self.rng, self.env, self.ours = rng, gem_env, ours
         self.kinds = (
             [(self.correct, 90), (self.wrong, 4), (self.filled, 3), (self.out_of_bounds, 3)]
@@ -76,10 +80,6 @@ class ActionStream:
             ]
         )
 
-    def __call__(self) -> str:
-        kinds, weights = zip(*self.kinds, strict=True)
-        return self.rng.choices(kinds, weights)[0]()
-
     def cell(self, empty: bool | None) -> tuple[int, int]:
         e = self.env
         cells = [
@@ -91,15 +91,6 @@ class ActionStream:
         if not cells:
             return self.rng.randrange(e.scale), self.rng.randrange(e.scale)
         return self.rng.choice(cells)
-
-    def digits(self, value: int) -> str:
-        r = self.rng.random()
-        if r < 0.08:
-            return "0" * self.rng.randint(1, 3) + str(value)
-        if r < 0.13:
-            zero = self.rng.choice(DIGIT_ZEROS)
-            return "".join(chr(zero + int(d)) for d in str(value))
-        return str(value)
 
     def box(self, *numbers: str) -> str:
         seps = [self.rng.choice(SEPARATORS) for _ in numbers[1:]]
@@ -173,28 +164,6 @@ class ActionStream:
         last = self.rng.choice(["0" * 4299 + "1", "0" * 4300 + "1", "7" * 4301])
         return self.box("1", "1", last)
 
-    def sampled(self) -> str:
-        return self.ours.sample_random_action()
-
-    def garbage(self) -> str:
-        return "".join(chr(self.rng.randrange(0x110000)) for _ in range(self.rng.randint(0, 20)))
-
-
-def classify(obs: str) -> str:
-    for kind, pattern in [
-        ("format_error", "did not provide a valid guess"),
-        ("out_of_bounds", "out of bounds"),
-        ("filled", "already filled"),
-        ("correct", "which is correct"),
-        ("violation", "violates Sudoku rules"),
-        ("success", "Congratulations"),
-        ("max_turns", "maximum number of turns"),
-    ]:
-        if pattern in obs:
-            return kind
-    return "other"
-
-
 @pytest.mark.parametrize(("env_id", "stream_seed"), [(EASY, 1), (HARD, 2), (RANDOM, 3)])
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     rng = random.Random(stream_seed)
@@ -205,10 +174,7 @@ def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> No
     def start(seed: int) -> gg.TextEnv:
         nonlocal ours
         scales[gem_env.scale] += 1
-        if ours is None:
-            ours = gg.from_gem(gem_env, seed=seed)
-        else:  # the same kernel: reuse the env (and its compiled calls)
-            ours.state = ours.kernel.state_from_gem(gem_env)
+        ours = testing.mirror(gem_env, ours, seed)
         assert ours.get_task_suffix() == gem_env.get_task_suffix()
         return ours
 
@@ -222,7 +188,6 @@ def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> No
         extra=lambda: rng.choice([0, 0, 0, rng.randint(1, 3)]),  # GEM does not freeze
         turns_past_limit=5,
         describe=lambda: f"board {gem_env.board}",
-        classify=classify,
     )
     assert "other" not in seen
     required = {

@@ -20,11 +20,12 @@ import numpy as np
 import pytest
 from gem.envs.game_env.hangman import HangmanEnv
 from gem.envs.game_env.wordle import WordleEnv
-from step_parity import check_step, parity_episodes
 
 import gemjax
 import gemjax.gem as gg
+from gemjax import testing
 from gemjax.envs.words import decode, word_pool
+from gemjax.testing import check_step, parity_episodes
 
 pytestmark = pytest.mark.usefixtures("nltk_words")
 
@@ -36,10 +37,11 @@ NON_ASCII = ["é", "ß", "ａ", "Ｚ", "ı", "ſ", "İ", "\u212a", "ö", "ñ", "
 EXAMPLES = re.compile(r"\\boxed\{[A-Z]+\}")
 
 
-class ActionStream:
+class ActionStream(testing.ActionStream):
     """Adversarial responses for one word-game episode."""
 
     def __init__(self, rng: random.Random, gem_env, ours: gg.TextEnv) -> None:
+        super().__init__(rng, gem_env, ours)
         self.rng, self.gem_env, self.ours = rng, gem_env, ours
         self.hangman = isinstance(gem_env, HangmanEnv)
         self.previous: list[str] = []
@@ -155,31 +157,6 @@ class ActionStream:
         w.insert(self.rng.randint(0, len(w)), self.rng.choice(NON_ASCII))
         return "\\boxed{" + "".join(w) + "}"
 
-    def sampled(self) -> str:
-        return self.ours.sample_random_action()
-
-    def garbage(self) -> str:
-        return "".join(chr(self.rng.randrange(0x110000)) for _ in range(self.rng.randint(0, 20)))
-
-
-def classify(obs: str) -> str:
-    for kind, pattern in [
-        ("format_error", "did not provide a valid guess"),
-        ("wrong_length", "letters but the secret word has"),
-        ("wrong_length", "but the secret word is of length"),
-        ("duplicate", "already guessed before"),
-        ("feedback", "\nFeedback:\n"),
-        ("wrong_word", "which is incorrect"),
-        ("hit", "that is in the secret word"),
-        ("miss", "that is not in the secret word"),
-        ("success", "Congratulations"),
-        ("max_turns", "maximum number of turns"),
-    ]:
-        if pattern in obs:
-            return kind
-    return "other"
-
-
 def run_parity(gem_env, env_id: str, stream_seed: int, episodes: int) -> tuple[Counter, Counter]:
     rng = random.Random(stream_seed)
     configs: Counter = Counter()
@@ -198,7 +175,6 @@ def run_parity(gem_env, env_id: str, stream_seed: int, episodes: int) -> tuple[C
         extra=lambda: rng.choice([0, 0, rng.randint(1, 3)]),  # sometimes go on past the end
         turns_past_limit=4,
         describe=lambda: f"secret {gem_env.secret_word}",
-        classify=classify,
     )
     return seen, configs
 

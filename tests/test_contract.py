@@ -1,0 +1,60 @@
+"""Every registered id against the testing kit: the kernel contract
+(:func:`gemjax.testing.check_kernel_contract`) and GEM parity on the base adversarial
+stream (:func:`gemjax.testing.check_gem_parity`). A new game is covered here the
+moment it is registered.
+
+The first id of each game runs in the quick tier; its other ids are marked slow.
+"""
+
+from __future__ import annotations
+
+import gem
+import pytest
+from gem.envs.registration import ENV_REGISTRY
+
+import gemjax
+from gemjax import testing
+
+IDS = gemjax.list_envs()
+FIRST_OF_GAME = {
+    next(i for i in IDS if type(gemjax.make(i)) is game)
+    for game in {type(gemjax.make(i)) for i in IDS}
+}
+
+
+def tiered(ids: list[str]) -> list:
+    """``ids`` as pytest params, the ones beyond each game's first marked slow."""
+    return [pytest.param(i, marks=() if i in FIRST_OF_GAME else pytest.mark.slow) for i in ids]
+
+
+@pytest.mark.parametrize("env_id", tiered(IDS))
+def test_kernel_contract(env_id: str) -> None:
+    env = gemjax.make(env_id)
+    play = testing.check_kernel_contract(env)
+    # Random play reaches more than one message besides the instructions.
+    assert len(set(play.kinds[play.kinds >= 0].tolist())) >= 3
+
+
+@pytest.mark.parametrize("env_id", tiered([i for i in IDS if i in ENV_REGISTRY]))
+def test_gem_parity_on_the_base_stream(env_id: str, nltk_words) -> None:
+    seen = testing.check_gem_parity(gem.make(env_id), env_id, episodes=8, stream_seed=1)
+    assert seen["format_error"] > 0, seen
+    assert len(seen) >= 3, seen
+
+
+def test_every_game_has_a_quick_contract_run() -> None:
+    games = {type(gemjax.make(i)) for i in IDS}
+    assert {type(gemjax.make(i)) for i in FIRST_OF_GAME} == games
+    assert len(FIRST_OF_GAME) == len(games)
+
+
+def test_classifier_names_every_message_of_each_table() -> None:
+    """Each message, rendered, is classified as itself (Choice options named)."""
+    for env_id in sorted(FIRST_OF_GAME):
+        table = gemjax.make(env_id).messages
+        classify = testing.message_classifier(table)
+        zeros = [0] * len(table.arg_names)
+        for kind, name in enumerate(table.names):
+            got = classify(table.render(kind, zeros))
+            assert got == name or got.startswith(name + "["), (env_id, name, got)
+        assert classify("no message looks like this") == "other"
