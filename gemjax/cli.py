@@ -1,4 +1,4 @@
-"""The ``gemjax`` command: ``list``, ``play ID``, ``bench``, ``train``.
+"""The ``gemjax`` command: ``list``, ``play ID``, ``bench``, ``train``, ``eval``.
 
 A usage error (a bad flag, an unknown id, settings that do not fit together or do
 not match the run being resumed) prints one line saying what is wrong and what to
@@ -277,6 +277,8 @@ TOKEN_FLAGS = (
     "no_chat",
     "replay_episodes",
 )
+LLM_FLAGS = ("model", "dtype")
+TINY_LM_FLAGS = ("tokenizer", "width", "layers")
 
 
 def _flag(name: str) -> str:
@@ -370,12 +372,152 @@ def cmd_train_token(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def model_folder_input() -> Iterator[None]:
+    """:func:`user_input`, and a missing model file or tunix (``gemjax[llm]``) as a
+    :class:`UsageError` too."""
+    try:
+        with user_input(TRAIN_FLAGS):
+            yield
+    except (FileNotFoundError, ImportError) as error:
+        raise UsageError(str(error)) from error
+
+
+def llm_train_config(args: argparse.Namespace) -> Any:
+    """The :class:`~gemjax.train.llm.PretrainedTrainConfig` of ``gemjax train
+    --policy llm``: the token options (the format warm-up off unless ``--warmup``
+    asks for it), ``--model`` and ``--dtype``."""
+    from gemjax.train.llm import PretrainedTrainConfig, resolve_dtype
+
+    _refuse_flags(args, TINY_LM_FLAGS, "llm")
+    if not args.model:
+        raise UsageError("--policy llm needs --model FOLDER (a local Hugging Face model folder)")
+    if args.warmup is None:
+        args.warmup = 0
+    token = token_train_config(args)
+    with user_input(TRAIN_FLAGS):
+        fields = {f.name: getattr(token, f.name) for f in dataclasses.fields(token)}
+        return PretrainedTrainConfig(
+            **fields,
+            model_folder=str(Path(args.model).expanduser().absolute()),
+            dtype=resolve_dtype(args.dtype or "auto"),
+        )
+
+
+def cmd_train_llm(args: argparse.Namespace) -> int:
+    """``gemjax train --policy llm``: RL (and an optional format warm-up) of a
+    pretrained model from a local Hugging Face folder."""
+    config = llm_train_config(args)
+    from gemjax.train.llm import load_pretrained_run, run_pretrained
+
+    with model_folder_input():
+        result = run_pretrained(
+            config,
+            Path(args.out),
+            seed=args.seed,
+            checkpoint_every=args.checkpoint_every,
+            progress=not args.no_progress,
+        )
+        trainer, state = load_pretrained_run(Path(args.out))
+    from gemjax.train.token_agent import host_transcript
+
+    print("A greedy episode of the trained agent, played through gemjax.gem:\n")
+    print(host_transcript(trainer.rollout, state.params, config.env_id, args.seed))
+    print()
+    last = result.records[-1]
+    print(
+        f"step {last['update']}: greedy success {last['success']:.3f}, "
+        f"mean turns {last['mean_turns']:.2f}, format errors {last['format_error_rate']:.3f}; "
+        f"compile {result.compile_seconds:.1f} s; wall {last['wall_s']:.1f} s"
+    )
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """``gemjax eval``: a pretrained model plays each id's episodes on device; one
+    row per id (success, mean turns, format errors, context cuts)."""
+    from gemjax.registry import make
+    from gemjax.train.llm import DTYPES, evaluate_pretrained, load_pretrained, resolve_dtype
+    from gemjax.train.token_rollout import TokenLoopConfig
+
+    if args.json is not None and not args.json.strip():
+        raise UsageError("--json must name a file, got an empty string")
+    with model_folder_input():
+        dtype = resolve_dtype(args.dtype)
+        policy, tokenizer = load_pretrained(args.model, dtype=DTYPES[dtype])
+    rows = []
+    print(
+        f"{'env id':45s} {'episodes':>8s} {'success':>8s} {'turns':>6s} "
+        f"{'format err':>10s} {'cut':>5s}"
+    )
+    for env_id in args.env:
+        with model_folder_input():
+            max_turns = getattr(make(env_id).default_params, "max_turns", None)
+            options = {
+                "context": args.context,
+                "response_tokens": args.response_tokens,
+                "temperature": args.temperature,
+            }
+            loop = TokenLoopConfig(
+                horizon=args.horizon or int(max_turns or 12),
+                chat=not args.no_chat,
+                **{name: value for name, value in options.items() if value is not None},
+            )
+            result = evaluate_pretrained(
+                policy,
+                tokenizer,
+                env_id,
+                args.episodes,
+                loop,
+                seed=args.seed,
+                greedy=not args.sample,
+                batch=args.batch,
+            )
+        rows.append(
+            {**result.as_dict(), "model": args.model, "dtype": dtype, "greedy": not args.sample}
+        )
+        print(
+            f"{env_id:45s} {result.episodes:8d} {result.success:8.3f} {result.mean_turns:6.2f} "
+            f"{result.format_error_rate:10.3f} {result.context_cut:5.2f}"
+        )
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+def add_eval_parser(commands: argparse._SubParsersAction) -> None:
+    """The ``eval`` subcommand (unset loop options take ``TokenLoopConfig``'s defaults)."""
+    evaluate = commands.add_parser(
+        "eval", help="play a pretrained model (a local Hugging Face folder) on games, on device"
+    )
+    evaluate.add_argument("--model", required=True, help="Hugging Face model folder")
+    evaluate.add_argument(
+        "--env", type=env_id_of, action="append", required=True, help="env id (repeatable)"
+    )
+    evaluate.add_argument("--episodes", type=positive, default=64, help="episodes per id")
+    evaluate.add_argument("--batch", type=positive, default=64, help="episodes per device call")
+    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--sample", action="store_true", help="sample (default: greedy)")
+    evaluate.add_argument("--temperature", type=float, help="sampling temperature (--sample)")
+    evaluate.add_argument("--horizon", type=positive, help="turns at most (default: max_turns)")
+    evaluate.add_argument("--context", type=positive, help="KV-cache slots per episode")
+    evaluate.add_argument("--response-tokens", type=positive, help="most tokens of a response")
+    evaluate.add_argument("--no-chat", action="store_true", help="plain concat prompts")
+    evaluate.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
+    evaluate.add_argument("--json", help="also write the rows to this JSON file")
+    evaluate.set_defaults(run=cmd_eval)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """Train a policy on a game; write metrics, a plot and checkpoints to ``--out``."""
     import jax
 
     if not args.out.strip():
         raise UsageError("--out must name a run directory, got an empty string")
+    if args.policy == "llm":
+        return cmd_train_llm(args)
+    _refuse_flags(args, LLM_FLAGS, args.policy)
     if args.policy == "token":
         return cmd_train_token(args)
     _refuse_flags(args, TOKEN_FLAGS, "mlp")
@@ -448,9 +590,10 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     )
     train.add_argument(
         "--policy",
-        choices=("mlp", "token"),
+        choices=("mlp", "token", "llm"),
         default="mlp",
-        help="mlp: structured observations; token: a transformer reading and writing GEM's text",
+        help="mlp: structured observations; token: a transformer reading and writing GEM's "
+        "text; llm: a pretrained model (--model) doing the same",
     )
     token = train.add_argument_group("token policy (--policy token)")
     token.add_argument("--tokenizer", choices=TOKENIZERS, help="default qwen3")
@@ -466,6 +609,13 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
         "--replay-episodes",
         type=positive,
         help="episodes the learner replays at once (memory grows with the square of --context)",
+    )
+    llm = train.add_argument_group("pretrained model (--policy llm; token options apply)")
+    llm.add_argument("--model", help="a local Hugging Face folder (Qwen3, Qwen2.5)")
+    llm.add_argument(
+        "--dtype",
+        choices=("auto", "float32", "bfloat16"),
+        help="weights and compute (auto: bfloat16 on an accelerator, float32 on CPU)",
     )
     train.add_argument("--distributed", action="store_true", help="jax.distributed (multi-host)")
     train.add_argument(
@@ -494,6 +644,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", help="also write the rows to this JSON file")
     bench.set_defaults(run=cmd_bench)
     add_train_parser(commands)
+    add_eval_parser(commands)
     return parser
 
 

@@ -400,6 +400,62 @@ def test_a_resumed_run_equals_an_uninterrupted_one(qwen3_folder, tmp_path, compi
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+# --- the command line ---------------------------------------------------------------
+
+SMALL_LOOP = ["--horizon", "2", "--context", "224", "--response-tokens", "6"]
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str, str]:
+    from gemjax.cli import main
+
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_cli_usage_errors_are_one_line(qwen3_folder, tmp_path, capsys):
+    folder = str(qwen3_folder[0])
+    out = str(tmp_path / "run")
+    cases = [
+        (("train", "--policy", "llm", "--out", out), "needs --model"),
+        (("train", "--policy", "token", "--model", folder, "--out", out), "--model does not"),
+        (("train", "--policy", "llm", "--model", folder, "--width", "8", "--out", out), "--width"),
+        (("train", "--policy", "llm", "--model", str(tmp_path), "--out", out), "config.json"),
+        (("eval", "--model", str(tmp_path / "none"), "--env", ENV_ID), "no model folder"),
+    ]
+    for argv, words in cases:
+        status, _, err = _cli(capsys, *argv)
+        assert status == 2, argv
+        assert words in err and err.count("\n") == 1, err
+
+
+def test_cli_eval_reports_each_id(qwen3_folder, tmp_path, capsys):
+    path = tmp_path / "eval.json"
+    argv = ("eval", "--model", str(qwen3_folder[0]), "--env", ENV_ID, "--episodes", "3")
+    status, out, _ = _cli(capsys, *argv, *SMALL_LOOP, "--json", str(path))
+    assert status == 0
+    assert ENV_ID in out and "format err" in out
+    (row,) = json.loads(path.read_text())
+    assert row["env_id"] == ENV_ID and row["episodes"] == 3 and row["greedy"]
+    assert row["dtype"] == "float32"  # auto on CPU
+
+
+@pytest.mark.slow
+def test_cli_train_llm_writes_a_run(qwen3_folder, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ("train", "--policy", "llm", "--model", str(qwen3_folder[0]), "--env", ENV_ID)
+    sizes = ("--updates", "1", "--eval-every", "1", "--episodes", "2", "--eval-episodes", "2")
+    status, text, _ = _cli(
+        capsys, *argv, *sizes, *SMALL_LOOP, "--replay-episodes", "2", "--out", str(out)
+    )
+    assert status == 0, text
+    assert "greedy success" in text
+    settings = json.loads((out / "config.json").read_text())
+    assert settings["policy"] == "llm" and settings["warmup_updates"] == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["phase"] for r in rows] == ["rl"]
+
+
 # --- bad input ------------------------------------------------------------------------
 
 
