@@ -302,6 +302,38 @@ class Generated:
     cut: jax.Array
 
 
+class TurnCarry(NamedTuple):
+    """What the rollout's scan carries from turn to turn (``B`` lanes).
+
+    Attributes:
+        state, prompt: the envs' states and the bridge's prompt states.
+        ids, length, fits: the coming turn's prompt, int32[B, S] and int32[B], and
+            whether it fits the context (bool[B]).
+        cached, cached_length: the ids the KV cache holds, int32[B, S] and int32[B]
+            (the shared instruction prefix before the first turn).
+        own, own_length: the lane's own last prompt (length 0 before the first
+            turn), from whose common prefix with ``ids`` the turn feeds.
+        used: int32[B] stream tokens fed so far (within ``replay_tokens``).
+        cache: the model's KV cache (None when responses are forced).
+        running: bool[B] episodes still playing; cut: bool[B] stopped by the
+            context rule.
+    """
+
+    state: Any
+    prompt: Any
+    ids: jax.Array
+    length: jax.Array
+    fits: jax.Array
+    cached: jax.Array
+    cached_length: jax.Array
+    own: jax.Array
+    own_length: jax.Array
+    used: jax.Array
+    cache: Any
+    running: jax.Array
+    cut: jax.Array
+
+
 class TokenRollout:
     """A model, a game's bridge and the loop's sizes, checked once on the host.
 
@@ -529,51 +561,38 @@ class TokenRollout:
             )
         else:
             cache, previous, previous_length = None, ids, jnp.zeros((batch,), jnp.int32)
-        running = jnp.ones((batch,), jnp.bool_)
         zeros = jnp.zeros((batch,), jnp.int32)
-        init = (
-            state,
-            prompt,
-            ids,
-            length,
-            fits,
-            previous,
-            previous_length,
-            ids,
-            zeros,
-            zeros,
-            cache,
-            running,
-            jnp.zeros((batch,), jnp.bool_),
+        init = TurnCarry(
+            state=state,
+            prompt=prompt,
+            ids=ids,
+            length=length,
+            fits=fits,
+            cached=previous,
+            cached_length=previous_length,
+            own=ids,
+            own_length=zeros,
+            used=zeros,
+            cache=cache,
+            running=jnp.ones((batch,), jnp.bool_),
+            cut=jnp.zeros((batch,), jnp.bool_),
         )
         turn_keys = jax.random.split(key, config.horizon)
         turns = jnp.arange(config.horizon)
 
-        def turn(carry, inputs):
-            (
-                state,
-                prompt,
-                ids,
-                length,
-                fits,
-                previous,
-                previous_length,
-                own,
-                own_length,
-                used,
-                cache,
-                running,
-                cut,
-            ) = carry
+        def turn(carry: TurnCarry, inputs: tuple[jax.Array, jax.Array]):
             turn_index, turn_key = inputs
-            start = shared_prefix(own, own_length, ids, length)
-            fits = fits & (used + length - start + config.response_tokens <= config.replay_tokens)
-            playing = running & fits
-            cut = cut | (running & ~fits)
+            ids, length = carry.ids, carry.length
+            start = shared_prefix(carry.own, carry.own_length, ids, length)
+            room = carry.used + length - start + config.response_tokens <= config.replay_tokens
+            fits = carry.fits & room
+            playing = carry.running & fits
+            cut = carry.cut | (carry.running & ~fits)
             sample_key, step_key = jax.random.split(turn_key)
+            cache = carry.cache
             if forced is None:
                 cache, response = self.respond(
-                    model, cache, previous, previous_length, ids, length, sample_key, greedy
+                    model, cache, carry.cached, carry.cached_length, ids, length, sample_key, greedy
                 )
             else:
                 response = Generated(
@@ -584,7 +603,7 @@ class TokenRollout:
                 )
             parse_length = jnp.where(response.cut, 0, response.length)
             parsed = jax.vmap(self.bridge.parse_full)(response.ids, parse_length)
-            state, ts = self._step_env(step_key, state, parsed.action)
+            state, ts = self._step_env(step_key, carry.state, parsed.action)
             mask = playing[:, None]
             record = TokenTrajectory(
                 prompt_ids=jnp.where(mask, ids, 0),
@@ -601,40 +620,38 @@ class TokenRollout:
                 response_cut=playing & response.cut,
                 context_cut=cut,
             )
-            previous = jnp.where(mask, ids, previous)
-            previous_length = jnp.where(playing, length, previous_length)
-            used = used + jnp.where(playing, length - start + response.length, 0)
-            running = playing & ~ts.done
-            prompt = jax.vmap(self.bridge.prompt_step)(prompt, ts, parsed.echoes)
-            ids, length, fits = self._prompt(prompt, state)
-            carry = (
-                state,
-                prompt,
-                ids,
-                length,
-                fits,
-                previous,
-                previous_length,
-                previous,
-                previous_length,
-                used,
-                cache,
-                running,
-                cut,
+            cached = jnp.where(mask, ids, carry.cached)
+            cached_length = jnp.where(playing, length, carry.cached_length)
+            prompt = jax.vmap(self.bridge.prompt_step)(carry.prompt, ts, parsed.echoes)
+            next_ids, next_length, next_fits = self._prompt(prompt, state)
+            carry = TurnCarry(
+                state=state,
+                prompt=prompt,
+                ids=next_ids,
+                length=next_length,
+                fits=next_fits,
+                cached=cached,
+                cached_length=cached_length,
+                own=cached,
+                own_length=cached_length,
+                used=carry.used + jnp.where(playing, length - start + response.length, 0),
+                cache=cache,
+                running=playing & ~ts.done,
+                cut=cut,
             )
             return carry, record
 
-        def maybe_turn(carry, inputs):
+        def maybe_turn(carry: TurnCarry, inputs: tuple[jax.Array, jax.Array]):
             skipped = jax.eval_shape(turn, carry, inputs)[1]
 
             def skip(carry, inputs):
                 empty = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), skipped)
-                return carry, empty.replace(context_cut=carry[-1])
+                return carry, empty.replace(context_cut=carry.cut)
 
-            return jax.lax.cond(jnp.any(carry[-2]), turn, skip, carry, inputs)
+            return jax.lax.cond(jnp.any(carry.running), turn, skip, carry, inputs)
 
         carry, traj = jax.lax.scan(maybe_turn, init, (turns, turn_keys))
-        return traj.replace(context_cut=carry[-1])
+        return traj.replace(context_cut=carry.cut)
 
     def evaluate(self, params: Any, reset_keys: jax.Array, key: jax.Array) -> TokenMetrics:
         """Greedy play of ``len(reset_keys)`` episodes: their :class:`TokenMetrics`."""
