@@ -10,6 +10,7 @@ against a NumPy forward pass that follows Hugging Face's modelling code.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -398,6 +399,65 @@ def test_a_resumed_run_equals_an_uninterrupted_one(qwen3_folder, tmp_path, compi
     pairs = zip(jax.tree.leaves(state.params), jax.tree.leaves(whole.state.params), strict=True)
     for a, b in pairs:
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+SHARDED_SCRIPT = """
+import sys
+import jax, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import gemjax
+from gemjax.tokenizer_bridge import TokenBridge
+from gemjax.train.llm import load_pretrained, make_pretrained_train
+from gemjax.train.token_rollout import TokenLoopConfig
+from gemjax.train.token_trainer import TokenTrainConfig
+
+assert jax.device_count() == 8, jax.devices()
+folder = sys.argv[1]
+loop = TokenLoopConfig(horizon=2, context=224, response_tokens=6, prefill_chunk=64)
+config = TokenTrainConfig(env_id="game:GuessTheNumber-v0-easy", loop=loop, num_episodes=4,
+                          num_updates=1, warmup_updates=0, eval_every=1, eval_episodes=4,
+                          replay_episodes=4, learning_rate=1e-2)
+mesh = Mesh(np.array(jax.devices()).reshape(2, 2, 2), ("batch", "fsdp", "tp"))
+results = {}
+for name, where in (("sharded", mesh), ("single", None)):
+    policy, tokenizer = load_pretrained(folder, mesh=where)
+    bridge = TokenBridge(gemjax.make(config.env_id), tokenizer, prompt_capacity=loop.context)
+    trainer = make_pretrained_train(config, policy, bridge)
+    state = trainer.init(jax.random.key(0))
+    keys = jax.random.split(jax.random.key(1), 4)
+    if where is not None:
+        embedding = state.params["model"]["embedder"]["input_embedding"].value
+        assert not embedding.sharding.is_fully_replicated, embedding.sharding
+        keys = jax.device_put(keys, NamedSharding(mesh, P("batch")))
+    traj = jax.jit(trainer.rollout.collect)(state.params, keys, jax.random.key(2))
+    new_state, _ = jax.jit(trainer.learn)(state, traj)
+    results[name] = (jax.device_get(traj), jax.device_get(new_state.params))
+(a_traj, a_params), (b_traj, b_params) = results["sharded"], results["single"]
+np.testing.assert_array_equal(a_traj.response_ids, b_traj.response_ids)
+np.testing.assert_array_equal(a_traj.rewards, b_traj.rewards)
+np.testing.assert_allclose(a_traj.token_log_probs, b_traj.token_log_probs, rtol=1e-4, atol=1e-4)
+for x, y in zip(jax.tree.leaves(a_params), jax.tree.leaves(b_params), strict=True):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-5)
+print("SHARDED_MATCHES_SINGLE")
+"""
+
+
+@pytest.mark.slow
+def test_sharded_over_8_devices_matches_one(qwen3_folder):
+    """Weights over an (fsdp, tp) mesh by tunix's annotations, episodes over a batch
+    axis (2 x 2 x 2 forced host devices): the rollout and one ReBN update equal one
+    device's."""
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    env["JAX_PLATFORMS"] = "cpu"
+    done = subprocess.run(
+        [sys.executable, "-c", SHARDED_SCRIPT, str(qwen3_folder[0])],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "SHARDED_MATCHES_SINGLE" in done.stdout
 
 
 # --- the command line ---------------------------------------------------------------
