@@ -11,7 +11,8 @@ Conventions (the gymnax/Jumanji lineage, made stricter):
 * Reset and step return identical pytree structures and dtypes, so either can feed
   a ``lax.scan`` carry.
 * The kernel reports *which* message applies (an :class:`Event`); text is rendered
-  from events by :mod:`gemjax.tokenizer_bridge`, never built in the kernel.
+  from events by the game's :mod:`gemjax.text` declaration (on the host) or the
+  token bridge (on device), never built in the kernel.
 """
 
 from __future__ import annotations
@@ -25,67 +26,25 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
 from gemjax.checks import check_key, check_structure
+from gemjax.types import Event, Rewards, TimeStep
 
 if TYPE_CHECKING:
     from gemjax.spaces import Space
-    from gemjax.tokenizer_bridge.grammar import Grammar
-    from gemjax.tokenizer_bridge.templates import MessageTable, Template
+    from gemjax.text.grammar import Grammar
+    from gemjax.text.templates import MessageTable, Template
 
-
-@struct.dataclass
-class Event:
-    """The message a reset or step produced.
-
-    Attributes:
-        kind: int32[] index of the message in the game's ``MessageTable``.
-        args: int32[num_args] slot values, laid out as ``messages.arg_names``.
-    """
-
-    kind: jax.Array
-    args: jax.Array
-
-
-@struct.dataclass
-class TimeStep:
-    """What a reset or step returns besides the new state.
-
-    Attributes:
-        observation: the game's structured observation (a pytree of arrays holding
-            what the player can see, never the hidden answer).
-        reward: float32[].
-        terminated: bool[] the episode ended (success, failure or format error).
-        truncated: bool[] the episode hit its turn limit (GEM's rule per game).
-        event: the :class:`Event` whose text GEM would show.
-        info: a dict of arrays with the same keys on every reset and step.
-    """
-
-    observation: Any
-    reward: jax.Array
-    terminated: jax.Array
-    truncated: jax.Array
-    event: Event
-    info: dict[str, Any]
-
-    @property
-    def done(self) -> jax.Array:
-        """bool[]: ``terminated | truncated``."""
-        return jnp.logical_or(self.terminated, self.truncated)
-
-    @classmethod
-    def first(cls, observation: Any, event: Event) -> TimeStep:
-        """A reset's timestep: reward 0, not done, ``info = {"success": False}`` (the
-        info keys every game's step returns too)."""
-        return cls(
-            observation=observation,
-            reward=jnp.float32(0.0),
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-            event=event,
-            info={"success": jnp.bool_(False)},
-        )
+__all__ = [
+    "INT32_MAX",
+    "Environment",
+    "Event",
+    "Rewards",
+    "TimeStep",
+    "check_int_action",
+    "counted_action",
+    "saturate_action",
+]
 
 
 INT32_MAX = 2**31 - 1
@@ -326,22 +285,3 @@ def check_int_action(action: Any, shape: tuple[int, ...]) -> jax.Array:
         # Saturate instead of wrapping: a huge guess stays out of range, as in GEM.
         action = jnp.clip(action, max(info.min, -INT32_MAX - 1), INT32_MAX)
     return action.astype(jnp.int32)
-
-
-@struct.dataclass
-class Rewards:
-    """GEM's reward constants (``gem.utils.constants.LanguageGameReward``), as params.
-
-    Attributes (float32[]):
-        success: paid when the task is completed.
-        step: a neutral, non-terminal step.
-        fail: a failure such as a mine (games that have one).
-        invalid: a parseable but illegal move.
-        format_error: no parseable action (the episode ends).
-    """
-
-    success: jax.Array = struct.field(default_factory=lambda: jnp.float32(1.0))
-    step: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
-    fail: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
-    invalid: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
-    format_error: jax.Array = struct.field(default_factory=lambda: jnp.float32(-0.1))

@@ -24,12 +24,10 @@ implementations, the legacy setting).
 
 Unrolled, the hash looks cheap enough to XLA that it fuses a copy into every consumer
 that reads it: a Sudoku reset, which compares each of 256 cells with each other,
-re-hashed its seed 256 times per lane (10x slower), and the ``-random`` variants,
-which read their configuration words in many places, ran 2-5x slower. So the hashed
-words are computed once, behind :func:`materialize` (a loop of one trip). Measured
-at batch 4096 against ``jax.random`` (``benchmarks/throughput.py`` protocol, one
-process, interleaved): GuessTheNumber 1.8-2.4x faster a step, Mastermind 1.3-1.8x,
-Wordle 1.3-1.5x, Hangman 1.3-1.45x, Minesweeper and Sudoku 1.0-1.1x.
+would re-hash its seed 256 times per lane, and the ``-random`` variants read their
+configuration words in many places. So the hashed words are computed once, behind
+:func:`materialize` (a loop of one trip). Measurements against ``jax.random`` are in
+docs/performance.md (Kernels).
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ from gemjax import bitset
 from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
 from gemjax.rng import below, bits, random_words
 from gemjax.spaces import Discrete
-from gemjax.tokenizer_bridge.grammar import BoxedInt
-from gemjax.tokenizer_bridge.templates import Choice, Int, MessageTable, Template
+from gemjax.text.grammar import BoxedInt
+from gemjax.text.templates import Choice, Int, MessageTable, Template
 
 RANDOM_MIN_RANGE = (1, 10)  # GEM: min = randint(1, 10)
 RANDOM_SPAN_RANGE = (5, 50)  # GEM: max = randint(min + 5, min + 50)

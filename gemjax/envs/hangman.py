@@ -28,7 +28,7 @@ The ``-random`` variant draws ``(L, max_turns)`` from ``(3, 10), (5, 15), (7, 20
 every reset; arrays are sized for the largest (7 letters).
 
 Kernel action: int32[C + 1], ``[num_letters, c_0, ..., c_{C-1}]`` with ``C`` the
-largest word length (see :class:`~gemjax.tokenizer_bridge.grammar.BoxedLetters`):
+largest word length (see :class:`~gemjax.text.grammar.BoxedLetters`):
 codes ``1..26`` are ``A..Z``, ``27`` is ``İ`` and ``28`` the Kelvin sign
 (:data:`ALPHABET`); ``num_letters <= 0`` is a format error, 1 a letter guess.
 
@@ -53,8 +53,8 @@ from flax import struct
 from gemjax.core import Event, TimeStep
 from gemjax.envs.words import LETTER_SYMBOLS, LETTERS, WordGame, WordGameParams
 from gemjax.rng import random_words
-from gemjax.tokenizer_bridge.grammar import IGNORECASE_EXTRA_LETTERS, BoxedLetters
-from gemjax.tokenizer_bridge.templates import Choice, Int, MessageTable, SymbolList, Template
+from gemjax.text.grammar import IGNORECASE_EXTRA_LETTERS, BoxedLetters
+from gemjax.text.templates import Choice, Int, MessageTable, SymbolList, Template
 
 # Every character a parsed guess can hold: code = 1 + index.
 ALPHABET = LETTERS + IGNORECASE_EXTRA_LETTERS

@@ -27,7 +27,7 @@ candidates ``(2, 4, 10), (4, 6, 20), (4, 8, 30)`` at every reset; arrays are siz
 for the largest (4 entries, numbers up to 8, 30 turns).
 
 Kernel action: int32[K + 1], ``[num_entries, e_0, ..., e_{K-1}]`` with ``K`` the
-largest code length (see :class:`~gemjax.tokenizer_bridge.grammar.BoxedIntList`):
+largest code length (see :class:`~gemjax.text.grammar.BoxedIntList`):
 ``num_entries <= 0`` is a format error and any count other than the code length is
 a wrong length (the host parser clamps counts to ``K + 1`` and entries to
 ``2**31 - 1``).
@@ -55,8 +55,8 @@ from flax import struct
 from gemjax.core import Environment, Event, Rewards, TimeStep, counted_action
 from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
-from gemjax.tokenizer_bridge.grammar import BoxedIntList
-from gemjax.tokenizer_bridge.templates import Choice, Int, IntList, MessageTable, Template
+from gemjax.text.grammar import BoxedIntList
+from gemjax.text.templates import Choice, Int, IntList, MessageTable, Template
 
 # GEM's -random candidates: (code_length, num_numbers, max_turns).
 RANDOM_CONFIGS = ((2, 4, 10), (4, 6, 20), (4, 8, 30))

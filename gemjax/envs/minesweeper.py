@@ -25,7 +25,7 @@ The ``-random`` variant draws ``n`` uniform in ``5..8`` at every reset: an ``n x
 board with ``n * n // 5`` mines and ``n * n`` turns; arrays are 8x8 with a mask.
 
 Kernel action: int32[3] ``[command, row, col]`` (see
-:class:`~gemjax.tokenizer_bridge.grammar.BoxedCommand`): command ``0`` is a format
+:class:`~gemjax.text.grammar.BoxedCommand`): command ``0`` is a format
 error, ``1`` reveal, ``2`` flag, ``3`` (or more) any other word; coordinates are
 clamped to ``2**31 - 1`` by the host parser (negative ones are out of bounds).
 
@@ -59,8 +59,8 @@ from flax import struct
 from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
 from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
-from gemjax.tokenizer_bridge.grammar import BoxedCommand
-from gemjax.tokenizer_bridge.templates import Board, Choice, Echo, Int, MessageTable, Template
+from gemjax.text.grammar import BoxedCommand
+from gemjax.text.templates import Board, Choice, Echo, Int, MessageTable, Template
 
 RANDOM_SIZES = (5, 6, 7, 8)  # GEM: n = randint(5, 8); mines n*n // 5; turns n*n
 MAX_SIDE = 32

@@ -40,7 +40,7 @@ The ``-random`` variant draws ``(scale, clues, max_turns)`` uniformly from GEM's
 the top-left corner.
 
 Kernel action: int32[4] ``[ok, row, col, num]`` (see
-:class:`~gemjax.tokenizer_bridge.grammar.BoxedInts`): ``ok <= 0`` is a format error;
+:class:`~gemjax.text.grammar.BoxedInts`): ``ok <= 0`` is a format error;
 ``row``, ``col``, ``num`` are 1-based as the player writes them (clamped to
 ``2**31 - 1`` by the host parser).
 
@@ -69,8 +69,8 @@ from flax import struct
 from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
 from gemjax.rng import random_words
 from gemjax.spaces import MultiDiscrete
-from gemjax.tokenizer_bridge.grammar import BoxedInts
-from gemjax.tokenizer_bridge.templates import Board, Choice, Int, MessageTable, Template
+from gemjax.text.grammar import BoxedInts
+from gemjax.text.templates import Board, Choice, Int, MessageTable, Template
 
 # GEM's -random candidates: (scale, clues, max_turns).
 RANDOM_CONFIGS = ((4, 10, 15), (9, 50, 50))
@@ -497,7 +497,7 @@ class Sudoku(Environment[SudokuState, SudokuParams]):
     messages = MESSAGES
     step_uses_key = False
     # A reset draws a bank puzzle and transforms it (digits, rows, columns): resetting
-    # only the lanes that ended is 1.2-1.3x faster in random-play rollouts.
+    # only the lanes that ended pays here (docs/performance.md, Kernels).
     sparse_resets = True
     grammar = BoxedInts(("row", "col", "num"))
 

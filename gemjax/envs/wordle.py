@@ -21,7 +21,7 @@ The ``-random`` variant draws ``L`` from 3..5 with ``max_turns = 5 L`` at every 
 arrays are sized for the largest (5 letters, 25 turns).
 
 Kernel action: int32[C + 1], ``[num_letters, c_0, ..., c_{C-1}]`` with ``C`` the
-largest word length (see :class:`~gemjax.tokenizer_bridge.grammar.BoxedLetters`):
+largest word length (see :class:`~gemjax.text.grammar.BoxedLetters`):
 codes ``1..26`` are ``A..Z`` and ``27..54`` the whitespace characters a guess can keep
 (:data:`ALPHABET`); ``num_letters <= 0`` is a format error.
 
@@ -48,8 +48,8 @@ from flax import struct
 from gemjax.core import Event, TimeStep
 from gemjax.envs.words import LETTER_SYMBOLS, LETTERS, WordGame, WordGameParams
 from gemjax.rng import random_words
-from gemjax.tokenizer_bridge.grammar import WHITESPACE_BUT_SPACE, BoxedLetters
-from gemjax.tokenizer_bridge.templates import Int, MessageTable, SymbolList, Template
+from gemjax.text.grammar import WHITESPACE_BUT_SPACE, BoxedLetters
+from gemjax.text.templates import Int, MessageTable, SymbolList, Template
 
 # Every character a parsed guess can hold: code = 1 + index.
 ALPHABET = LETTERS + WHITESPACE_BUT_SPACE
@@ -177,7 +177,7 @@ def evaluate(secret: jax.Array, guess: jax.Array, length: jax.Array) -> jax.Arra
 
     Written per position (Python loops over the ``C`` positions): under ``vmap`` every
     operation is then one vector over the batch, where the ``[C, C]`` array form
-    reduced along axes of 5 and made batched rollouts 1.2x slower."""
+    reduces along short axes, which XLA's CPU backend vectorises badly."""
     size = secret.shape[-1]
     g = [guess[i] for i in range(size)]
     s = [secret[i] for i in range(size)]

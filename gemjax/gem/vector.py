@@ -29,7 +29,7 @@ from gemjax.core import Environment
 from gemjax.gem import kernel_ops as ops
 from gemjax.gem.text_env import check_action_text, fresh_seed
 from gemjax.registry import make as make_kernel
-from gemjax.tokenizer_bridge.grammar import ParsedAction
+from gemjax.text.grammar import ParsedAction
 
 
 class AutoresetMode(enum.Enum):

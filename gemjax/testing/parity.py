@@ -23,7 +23,7 @@ import numpy as np
 
 from gemjax.gem import from_gem
 from gemjax.gem.text_env import kernel_class_of
-from gemjax.tokenizer_bridge.templates import Choice, MessageTable
+from gemjax.text.templates import Choice, MessageTable
 
 Stream = Callable[[], str]
 """A response generator: each call returns the next response text."""

@@ -1,7 +1,6 @@
-"""The text bridge: game messages and action grammars, declared once.
+"""The token bridge: a game's text (declared in :mod:`gemjax.text`) as token ids.
 
-``templates`` holds the message declarations and their host renderer; ``grammar``
-the host parsers with GEM's exact regex semantics. On device: ``bridge``
+The text layer's names are re-exported here. On device: ``bridge``
 (:class:`TokenBridge`: observations, suffixes and prompts rendered to token ids,
 actions parsed from token ids, inside ``jit``), built on ``device_render``,
 ``segments`` and ``device_parse``; ``tokenizers`` loads tokenizers offline. Those
@@ -11,22 +10,20 @@ need transformers and are imported on first use.
 import importlib
 from typing import Any
 
-from gemjax.tokenizer_bridge.grammar import (
+from gemjax.text import (
+    Board,
     BoxedCommand,
     BoxedInt,
     BoxedIntList,
     BoxedInts,
     BoxedLetters,
-    Grammar,
-    ParsedAction,
-)
-from gemjax.tokenizer_bridge.templates import (
-    Board,
     Choice,
     Echo,
+    Grammar,
     Int,
     IntList,
     MessageTable,
+    ParsedAction,
     SymbolList,
     Template,
 )

@@ -49,6 +49,7 @@ from transformers import PreTrainedTokenizerBase
 from gemjax.checks import integer_array
 from gemjax.core import Environment, TimeStep
 from gemjax.lanes import chunk_lanes_for_backend, in_chunks, tree_where
+from gemjax.text.templates import Board, MessageTable
 from gemjax.tokenizer_bridge.device_render import ProgramTable
 from gemjax.tokenizer_bridge.device_types import DeviceParsed, EchoText, TokenText
 from gemjax.tokenizer_bridge.fallback import with_fallback
@@ -59,7 +60,6 @@ from gemjax.tokenizer_bridge.segments import (
     SegmentTokenizer,
     most_tokens,
 )
-from gemjax.tokenizer_bridge.templates import Board, MessageTable
 from gemjax.tokenizer_bridge.token_program import TokenPrograms
 
 CHAT_PREFIX = (
@@ -75,7 +75,8 @@ MIN_SAMPLES = 768  # sampled renderings per table at least
 MAX_WORD_SEGMENTS = 200_000  # printed words x contexts tokenized ahead of time
 STEP_ECHO_LENGTH = 24  # echo characters the short render buffer makes room for
 # Lanes whose text does not fit the short buffer (resets, long echoes) are rendered
-# again in full, a 32nd of the batch at a time (a quarter: 1.6-2.6x slower).
+# again in full, a 32nd of the batch at a time (docs/performance.md: smaller chunks
+# were faster).
 RESET_SHARE = 32
 _ASCII_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -167,7 +168,7 @@ class TokenBridge:
         seed: seed of the host sampling that builds the segment table.
         chunk_lanes: under ``vmap``, lanes rendered together, chunk after chunk
             ("auto": 128 on a CPU, where a batch whose text buffers fit the caches
-            renders 1.4-2x faster; the whole batch on an accelerator; None: the whole
+            renders faster; the whole batch on an accelerator; None: the whole
             batch). Parsing works on token ids, small enough to gain nothing from it.
 
     Attributes:

@@ -77,9 +77,7 @@ from transformers import PreTrainedTokenizerBase
 
 from gemjax.checks import integer_array
 from gemjax.lanes import tree_where
-from gemjax.tokenizer_bridge.device_types import DeviceParsed, EchoText
-from gemjax.tokenizer_bridge.fallback import run_with_fallback, with_fallback
-from gemjax.tokenizer_bridge.grammar import (
+from gemjax.text.grammar import (
     INT32_MAX,
     BoxedCommand,
     BoxedInt,
@@ -88,6 +86,8 @@ from gemjax.tokenizer_bridge.grammar import (
     BoxedLetters,
     Grammar,
 )
+from gemjax.tokenizer_bridge.device_types import DeviceParsed, EchoText
+from gemjax.tokenizer_bridge.fallback import run_with_fallback, with_fallback
 from gemjax.tokenizer_bridge.tokenizers import token_bytes
 
 UNICODE_SIZE = 0x110000
@@ -96,8 +96,8 @@ REPLACEMENT = 0xFFFD
 DEFAULT_MAX_BYTES = 512
 DEFAULT_ECHO_CAPACITY = 64
 # Bytes re-read around the last match: every game's well-formed actions take at most
-# 18 (``\boxed{reveal 10 10}``); a longer match is read in full (fallback). 24 bytes
-# read 1.15-1.2x faster than 32 (GuessTheNumber 2.32 -> 2.0 us a lane at batch 4096).
+# 18 (``\boxed{reveal 10 10}``); a longer match is read in full (fallback). A shorter
+# window is a shorter read (docs/performance.md, Token bridge: parsing).
 DEFAULT_WINDOW_BYTES = 24
 
 # Feature columns of a symbol (see :func:`_symbol_features`).

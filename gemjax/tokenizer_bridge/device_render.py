@@ -1,6 +1,6 @@
 """Game text on device: templates compiled to code-point programs.
 
-A :class:`~gemjax.tokenizer_bridge.templates.MessageTable` is compiled once on the
+A :class:`~gemjax.text.templates.MessageTable` is compiled once on the
 host into *programs*: one per message kind and *shape* (the printed length of each
 list slot, the printed ``rows x cols`` of each board whose size is read from other
 slots). A program is a fixed sequence of *parts*; each part prints one string:
@@ -36,9 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gemjax.tokenizer_bridge.device_types import EchoText
-from gemjax.tokenizer_bridge.segments import sorted_search
-from gemjax.tokenizer_bridge.templates import (
+from gemjax.text.templates import (
     Board,
     Choice,
     Echo,
@@ -48,6 +46,8 @@ from gemjax.tokenizer_bridge.templates import (
     SymbolList,
     Template,
 )
+from gemjax.tokenizer_bridge.device_types import EchoText
+from gemjax.tokenizer_bridge.segments import sorted_search
 
 TABLE, DIGIT, ECHO = 0, 1, 2
 SHOWN, WITHOUT_ECHO, WITH_ECHO = 0, 1, 2  # when a part prints

@@ -340,10 +340,8 @@ class SegmentTokenizer:
 def sorted_search(sorted_values: jax.Array, queries: jax.Array, side: str = "left") -> jax.Array:
     """``jnp.searchsorted``: by all-pairs comparison when both are small, else a binary
     search. All pairs cost ``N * M`` compares per lane against ``M * log2(N)``
-    dependent gathers; measured batched on CPU (batch 4096), all pairs wins up to
-    about 4096 pairs (token programs placing 117 tokens among 30 units: 0.7-1.1 us a
-    lane against 1.5-1.6; 252 among 72: 38-45 against 7.3; 64 code points in 667
-    segments: 211 against 83)."""
+    dependent gathers; all pairs is used up to 4096 pairs, the crossover found on a
+    CPU (docs/performance.md)."""
     small = sorted_values.size * queries.size <= 1 << 12
     return jnp.searchsorted(
         sorted_values, queries, side=side, method="compare_all" if small else "scan"

@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gemjax.text.templates import Int, MessageTable, Template
 from gemjax.tokenizer_bridge.device_render import (
     DIGIT,
     ECHO,
@@ -53,7 +54,6 @@ from gemjax.tokenizer_bridge.device_render import (
 )
 from gemjax.tokenizer_bridge.device_types import EchoText
 from gemjax.tokenizer_bridge.segments import SegmentTokenizer, encode_followed, sorted_search
-from gemjax.tokenizer_bridge.templates import Int, MessageTable, Template
 
 #: The texts a ``DIGIT`` part can print (variant index = position here).
 DIGIT_VARIANTS = ("", " ", "-", *"0123456789")

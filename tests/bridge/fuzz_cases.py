@@ -15,13 +15,13 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 import gemjax
-from gemjax.tokenizer_bridge.device_parse import TokenParser
-from gemjax.tokenizer_bridge.grammar import (
+from gemjax.text.grammar import (
     BoxedInts,
     BoxedLetters,
     Grammar,
     ParsedAction,
 )
+from gemjax.tokenizer_bridge.device_parse import TokenParser
 from gemjax.tokenizer_bridge.tokenizers import token_bytes
 
 # Pieces GEM-like responses and attacks are made of.

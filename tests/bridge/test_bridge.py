@@ -20,8 +20,8 @@ import pytest
 
 import gemjax
 from gemjax.gem.wrappers import ObservationWrapper
+from gemjax.text.templates import Board
 from gemjax.tokenizer_bridge.bridge import CHAT_PREFIX, CHAT_TAIL, TokenBridge
-from gemjax.tokenizer_bridge.templates import Board
 from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
 
 LANES, STEPS = 8, 6
@@ -135,7 +135,7 @@ def check_rollout(env_id: str, name: str, prompts: bool) -> None:
             flags.append(check_text(tokenizer, outs["chat"], lane, step, chat))
     # Well-formed play (the game's own sampler) is canonical throughout, but for board
     # suffixes, whose runs of cells the construction-time sampling does not cover
-    # exhaustively (measured rates: docs/architecture.md).
+    # exhaustively (measured rates: docs/performance.md).
     boards = any(isinstance(slot, Board) for slot in env.suffix.slots)
     assert np.mean(flags) >= (0.9 if boards else 1.0), f"canonical rate {np.mean(flags):.3f}"
 

@@ -32,6 +32,7 @@ from fuzz_cases import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gemjax.text.grammar import BoxedInt, BoxedLetters
 from gemjax.tokenizer_bridge.device_parse import (
     TokenParser,
     compile_grammar,
@@ -41,7 +42,6 @@ from gemjax.tokenizer_bridge.device_parse import (
     utf8_whole,
 )
 from gemjax.tokenizer_bridge.fallback import DEFAULT_SHARE
-from gemjax.tokenizer_bridge.grammar import BoxedInt, BoxedLetters
 
 GRAMMARS = game_grammars()
 WIDTH = 48  # token ids per case

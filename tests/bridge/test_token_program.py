@@ -20,10 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gemjax
+from gemjax.text.templates import MessageTable
 from gemjax.tokenizer_bridge.bridge import TokenBridge
 from gemjax.tokenizer_bridge.device_render import ProgramTable
 from gemjax.tokenizer_bridge.segments import SegmentTokenizer
-from gemjax.tokenizer_bridge.templates import MessageTable
 from gemjax.tokenizer_bridge.token_program import (
     TokenPrograms,
     boundaries_verified,

@@ -22,7 +22,7 @@ from word_game_contract import (
 import gemjax
 from gemjax.envs.hangman import ALPHABET, Hangman
 from gemjax.envs.words import decode, word_pool
-from gemjax.tokenizer_bridge.grammar import IGNORECASE_EXTRA_LETTERS
+from gemjax.text.grammar import IGNORECASE_EXTRA_LETTERS
 
 EASY, HARD, RANDOM = (f"game:Hangman-v0-{v}" for v in ("easy", "hard", "random"))
 IDS = (EASY, HARD, RANDOM)

@@ -33,8 +33,8 @@ from gemjax.envs.minesweeper import (
     place_mines,
 )
 from gemjax.testing import lane
-from gemjax.tokenizer_bridge.grammar import BoxedCommand
-from gemjax.tokenizer_bridge.templates import Board, Echo, Int, MessageTable, Template
+from gemjax.text.grammar import BoxedCommand
+from gemjax.text.templates import Board, Echo, Int, MessageTable, Template
 
 EASY, HARD, RANDOM = (f"game:Minesweeper-v0-{v}" for v in ("easy", "hard", "random"))
 IDS = (EASY, HARD, RANDOM)

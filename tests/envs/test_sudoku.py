@@ -35,7 +35,7 @@ from gemjax.envs.sudoku import (
     tables_for,
 )
 from gemjax.testing import lane
-from gemjax.tokenizer_bridge.templates import MessageTable, Template
+from gemjax.text.templates import MessageTable, Template
 
 EASY, HARD, RANDOM = (f"game:Sudoku-v0-{v}" for v in ("easy", "hard", "random"))
 IDS = (EASY, HARD, RANDOM)

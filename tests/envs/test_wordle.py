@@ -26,7 +26,7 @@ from word_game_contract import (
 import gemjax
 from gemjax.envs.wordle import ALPHABET, PATTERN, Wordle, evaluate, pack_guess
 from gemjax.envs.words import WordBank, decode, word_list, word_pool
-from gemjax.tokenizer_bridge.grammar import WHITESPACE_BUT_SPACE
+from gemjax.text.grammar import WHITESPACE_BUT_SPACE
 
 EASY, HARD, RANDOM = (f"game:Wordle-v0-{v}" for v in ("easy", "hard", "random"))
 IDS = (EASY, HARD, RANDOM)

@@ -2,7 +2,7 @@
 
 A game declares its messages (instructions, per-event feedback, the suffix) as
 :class:`Template` objects with typed slots, collected in a :class:`MessageTable`.
-The kernel never builds strings: its step reports an :class:`~gemjax.core.Event`
+The kernel never builds strings: its step reports an :class:`~gemjax.types.Event`
 (which template applies and the integer values of its slots) and text is rendered
 from that. The host renderer here produces ``str`` exactly as GEM prints it; the
 on-device token renderer reads the same declaration (the pieces of each template).
@@ -40,7 +40,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gemjax.core import Event
+from gemjax.types import Event
 
 
 @dataclass(frozen=True)
