@@ -22,7 +22,7 @@ device update that the kernel and the bridge take (a rollout with the same
 responses forced, without the model, against the whole update). Prints a table and
 writes ``benchmarks/results/token_loop_<backend>.json`` (or ``--out``).
 
-Usage: ``python benchmarks/token_loop.py [--batches 256 1024] [--sizes default large]
+Usage: ``python benchmarks/token_loop.py [--batches 256 1024] [--sizes default small]
 [--repeats 2] [--quick]``
 """
 
@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV_ID = "game:GuessTheNumber-v0-hard"
 SIZES = {
     "default": TinyLMConfig(),
+    "small": TinyLMConfig(width=64, heads=2, layers=2, mlp=128),
     "large": TinyLMConfig(width=256, heads=8, layers=4, mlp=512),
     "tiny": TinyLMConfig(width=32, heads=2, layers=1, mlp=64),
 }
@@ -202,15 +203,17 @@ def measure(size: str, batch: int, repeats: int, warmup_steps: int) -> dict[str,
     return row
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """Measure the table's rows (``argv`` as on the command line), print them and
+    write the JSON; returns the rows."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, nargs="+", default=[256, 1024])
-    parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=["default", "large"])
+    parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=["default", "small"])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS)
     parser.add_argument("--quick", action="store_true", help="tiny model, batch 16, 1 repeat")
     parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.batches, args.sizes, args.repeats, args.warmup_steps = [16], ["tiny"], 1, 2
     backend = jax.default_backend()
@@ -231,13 +234,17 @@ def main() -> None:
                 f"{row['speedup']:>7.2f} {row['env_and_bridge_share']:>10.1%}",
                 flush=True,
             )
-            write_results(out, backend, rows)
+            write_results(out, backend, rows, argv)
     print(f"wrote {out}")
+    return rows
 
 
-def write_results(out: Path, backend: str, rows: list[dict[str, Any]]) -> None:
+def write_results(
+    out: Path, backend: str, rows: list[dict[str, Any]], argv: list[str] | None
+) -> None:
     """The rows measured so far, as JSON at ``out`` (rewritten after every row, so
-    an interrupted run keeps what it measured)."""
+    an interrupted run keeps what it measured), with the command's arguments."""
+    args = sys.argv[1:] if argv is None else argv
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
         json.dumps(
@@ -250,7 +257,7 @@ def write_results(out: Path, backend: str, rows: list[dict[str, Any]]) -> None:
                 "python": platform.python_version(),
                 "jax": jax.__version__,
                 "date": time.strftime("%Y-%m-%d"),
-                "command": " ".join(["python", *sys.argv]),
+                "command": " ".join(["python", "benchmarks/token_loop.py", *args]),
                 "rows": rows,
             },
             indent=2,
