@@ -40,6 +40,7 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from flax import nnx
 from transformers import PreTrainedTokenizerBase
 
@@ -166,7 +167,7 @@ class PretrainedLM(nnx.Module):
         with a cache (from :meth:`init_cache`, whose spare slots it does not
         cover), bool[B, L, L] without one (``cache=None``)."""
         if cache is None:
-            logits, _ = self.model(tokens, positions, None, attention_mask)
+            logits, _ = self._current()(tokens, positions, None, attention_mask)
             return self._rows(logits), None
         context = attention_mask.shape[-1]
         length = tokens.shape[1]
@@ -177,13 +178,15 @@ class PretrainedLM(nnx.Module):
         keys = {name: (grow(cache[name]["k"]), grow(cache[name]["v"])) for name in layers}
         mask = jnp.pad(attention_mask, ((0, 0), (0, 0), (0, slots + extra - context)))
         start = jnp.minimum(positions[:, 0], context).astype(jnp.int32)
+        graph, state = nnx.split(self.model)
 
         def lane(tokens, positions, mask, keys, start):
             one = {
                 name: {"k": k[None], "v": v[None], "end_index": start[None]}
                 for name, (k, v) in keys.items()
             }
-            logits, one = self.model(tokens[None], positions[None], one, mask[None])
+            model = nnx.merge(graph, state)  # built inside the vmap: see _current
+            logits, one = model(tokens[None], positions[None], one, mask[None])
             return logits[0], {name: (one[name]["k"][0], one[name]["v"][0]) for name in one}
 
         logits, keys = jax.vmap(lane)(tokens, positions, mask, keys, start)
@@ -193,6 +196,12 @@ class PretrainedLM(nnx.Module):
             for name, (k, v) in keys.items()
         }
         return self._rows(logits), new_cache
+
+    def _current(self) -> nnx.Module:
+        """The tunix model rebuilt at the current trace level (qwix's LoRA layers
+        record attributes on each call, which nnx allows only there)."""
+        graph, state = nnx.split(self.model)
+        return nnx.merge(graph, state)
 
     def init_cache(self, batch: int, length: int) -> dict[str, dict[str, jax.Array]]:
         """tunix's empty cache for ``batch`` lanes of ``length`` slots plus the spare
@@ -210,6 +219,57 @@ class PretrainedLM(nnx.Module):
             jnp.tril(jnp.ones((length, length), jnp.bool_)), (*ids.shape, length)
         )
         return self(ids, positions, None, mask)[0]
+
+
+LORA_MODULES = ".*(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+
+
+def with_lora(
+    policy: PretrainedLM,
+    rank: int,
+    alpha: float | None = None,
+    modules: str = LORA_MODULES,
+    seed: int = 0,
+) -> PretrainedLM:
+    """``policy`` with qwix LoRA adapters (``nnx.LoRAParam``: A drawn from ``seed``,
+    B zero, so the logits start equal) on the projections matching ``modules``
+    (a regex over module paths; default: attention and MLP projections). A
+    :class:`PretrainedTrainer` of it trains the adapters only.
+
+    Raises:
+        ValueError: ``rank`` < 1, or no module matches.
+        ImportError: qwix (installed with google-tunix) is missing.
+    """
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ValueError(f"LoRA rank must be an int >= 1, got {rank!r}")
+    try:
+        import qwix
+    except ImportError as error:
+        raise ImportError("LoRA needs qwix: pip install 'gemjax[llm]'") from error
+    provider = qwix.LoraProvider(
+        module_path=modules, rank=rank, alpha=float(2 * rank if alpha is None else alpha)
+    )
+    model = qwix.apply_lora_to_model(
+        policy.model, provider, **policy.model.get_model_input(), rngs=nnx.Rngs(seed)
+    )
+    lora = PretrainedLM(model, policy.token_ids, spare_slots=policy.spare_slots)
+    if not jax.tree.leaves(nnx.state(lora, nnx.LoRAParam)):
+        raise ValueError(f"no module of the model matches the LoRA pattern {modules!r}")
+    return lora
+
+
+def _is_variable(x: Any) -> bool:
+    return isinstance(x, nnx.Variable)
+
+
+def adapter_labels(params: Any) -> Any:
+    """``"lora"`` for each ``nnx.LoRAParam`` of a parameter state, ``"frozen"`` for
+    the other parameters (optax ``multi_transform`` labels)."""
+    return jax.tree.map(
+        lambda v: "lora" if isinstance(v, nnx.LoRAParam) else "frozen",
+        params,
+        is_leaf=_is_variable,
+    )
 
 
 def read_config(folder: Path) -> dict[str, Any]:
@@ -430,17 +490,24 @@ def make_pretrained_train(
 ) -> PretrainedTrainer:
     """The token trainer of ``config`` (its estimator, optimizer, loop sizes and
     warm-up; its ``model`` and ``tokenizer`` fields are not used) with ``policy``
-    as the agent on ``bridge`` (built with the policy's tokenizer).
+    as the agent on ``bridge`` (built with the policy's tokenizer). A policy
+    with LoRA adapters (:func:`with_lora`) trains them only.
 
     Raises:
         ValueError: see :class:`~gemjax.train.token_rollout.TokenRollout` and
             :func:`~gemjax.train.token_trainer.warmup_table`.
     """
     rollout = TokenRollout(policy, bridge, config.loop, tokenizer=bridge.tokenizer)
+    optimizer = make_optimizer(config)
+    if jax.tree.leaves(nnx.state(policy, nnx.LoRAParam)):
+        # adapters only: the base weights get zero updates and no optimizer state
+        optimizer = optax.multi_transform(
+            {"lora": optimizer, "frozen": optax.set_to_zero()}, adapter_labels
+        )
     return PretrainedTrainer(
         config,
         rollout,
-        make_optimizer(config),
+        optimizer,
         warmup_table(rollout),
         initial=nnx.state(policy, nnx.Param),
     )

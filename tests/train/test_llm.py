@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 pytest.importorskip("tunix")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -34,6 +35,7 @@ from gemjax.train.llm import (  # noqa: E402
     load_pretrained_run,
     make_pretrained_train,
     run_pretrained,
+    with_lora,
 )
 from gemjax.train.lm import CausalLM, causal_mask  # noqa: E402
 from gemjax.train.token_rollout import Generated, TokenLoopConfig, prefill  # noqa: E402
@@ -312,10 +314,9 @@ def test_rollout_collects_with_the_pretrained_policy(trainer, qwen3):
     np.testing.assert_allclose(replayed, traj.token_log_probs, rtol=1e-4, atol=1e-4)
 
 
-def test_one_rebn_update_raises_a_rewarded_response(trainer):
+def forced_rollout(trainer, state):
     """Two lanes answer with well-formed guesses (return >= 0), two with a format
-    error (-0.1): one ReBN step raises the log-probability of the former."""
-    state = trainer.init(jax.random.key(0))
+    error (-0.1); returns the trajectory."""
     table = trainer.table
     shape = (LOOP.horizon, 4)
     bad = trainer.rollout.bridge.tokenizer.encode("oops}", add_special_tokens=False)
@@ -336,16 +337,53 @@ def test_one_rebn_update_raises_a_rewarded_response(trainer):
     traj = collect(state.params)
     rewards = np.asarray(traj.rewards[0])
     assert (rewards[:2] >= 0).all() and (rewards[2:] == -0.1).all()
+    return traj
+
+
+def learn_once(trainer, state, traj):
+    """One ReBN step; the turn-0 log-probabilities (float32[4]) before and after."""
 
     def turn_log_prob(params):
         return jnp.sum(trainer.rollout.response_log_probs(params, traj)[0], axis=-1)
 
     before = np.asarray(jax.jit(turn_log_prob)(state.params))
     new_state, metrics = jax.jit(trainer.learn)(state, traj)
-    after = np.asarray(jax.jit(turn_log_prob)(new_state.params))
     assert np.isfinite(float(metrics.loss))
+    after = np.asarray(jax.jit(turn_log_prob)(new_state.params))
+    return new_state, before, after
+
+
+def test_one_rebn_update_raises_a_rewarded_response(trainer):
+    """One ReBN step raises the log-probability of the well-formed responses and
+    lowers that of the format errors."""
+    state = trainer.init(jax.random.key(0))
+    _, before, after = learn_once(trainer, state, forced_rollout(trainer, state))
     assert (after[:2] > before[:2]).all()
     assert (after[2:] < before[2:]).all()
+
+
+def test_lora_trains_the_adapters_only(trainer, qwen3):
+    policy, _ = qwen3
+    lora = with_lora(policy, rank=4, seed=3)
+    ids = jnp.asarray(np.arange(100, 116).reshape(2, 8), jnp.int32)
+    np.testing.assert_array_equal(np.asarray(lora.logits(ids)), np.asarray(policy.logits(ids)))
+    lora_trainer = make_pretrained_train(trainer.config, lora, trainer.rollout.bridge)
+    state = lora_trainer.init(jax.random.key(0))
+    traj = forced_rollout(lora_trainer, state)
+    new_state, before, after = learn_once(lora_trainer, state, traj)
+    assert (after[:2] > before[:2]).all()
+    old, new = nnx.to_flat_state(state.params), nnx.to_flat_state(new_state.params)
+    moved = {
+        path: not np.array_equal(np.asarray(a.value), np.asarray(b.value))
+        for (path, a), (_, b) in zip(old, new, strict=True)
+    }
+    adapters = {path for path, _ in nnx.to_flat_state(nnx.state(lora, nnx.LoRAParam))}
+    assert any(str(p[-1]).endswith("lora_b") for p in adapters)
+    assert all(moved[p] for p in adapters if str(p[-1]).endswith("lora_b"))
+    assert not any(moved[p] for p in moved if p not in adapters)
+    size = lambda tree: sum(np.size(x) for x in jax.tree.leaves(tree))  # noqa: E731
+    adapter_size = size(nnx.state(lora, nnx.LoRAParam))
+    assert size(state.opt_state) <= 2 * adapter_size + 8 < size(state.params)
 
 
 def test_evaluation_on_device(qwen3):
