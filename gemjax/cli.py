@@ -277,7 +277,7 @@ TOKEN_FLAGS = (
     "no_chat",
     "replay_episodes",
 )
-LLM_FLAGS = ("model", "dtype")
+LLM_FLAGS = ("model", "dtype", "lora_rank", "lora_alpha")
 TINY_LM_FLAGS = ("tokenizer", "width", "layers")
 
 
@@ -401,6 +401,8 @@ def llm_train_config(args: argparse.Namespace) -> Any:
             **fields,
             model_folder=str(Path(args.model).expanduser().absolute()),
             dtype=resolve_dtype(args.dtype or "auto"),
+            lora_rank=args.lora_rank,
+            lora_alpha=args.lora_alpha,
         )
 
 
@@ -617,6 +619,8 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
         choices=("auto", "float32", "bfloat16"),
         help="weights and compute (auto: bfloat16 on an accelerator, float32 on CPU)",
     )
+    llm.add_argument("--lora-rank", type=positive, help="train LoRA adapters of this rank only")
+    llm.add_argument("--lora-alpha", type=float, help="LoRA scale numerator (default 2 x rank)")
     train.add_argument("--distributed", action="store_true", help="jax.distributed (multi-host)")
     train.add_argument(
         "--no-progress", action="store_true", help="no progress bar (never shown off a terminal)"

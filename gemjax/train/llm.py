@@ -538,17 +538,25 @@ class PretrainedTrainConfig(TokenTrainConfig):
     Attributes:
         model_folder: the Hugging Face folder (:func:`load_pretrained`).
         dtype: ``float32`` or ``bfloat16`` (compute and weights).
+        lora_rank: train LoRA adapters of this rank only (:func:`with_lora`);
+            ``None``: every weight trains.
+        lora_alpha: their scale numerator (``None``: twice the rank).
     """
 
     POLICY: ClassVar[str] = "llm"
     model_folder: str = ""
     dtype: str = "float32"
+    lora_rank: int | None = None
+    lora_alpha: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.model_folder:
             raise ValueError("model_folder must name a Hugging Face model folder")
         resolve_dtype(self.dtype)
+        rank = self.lora_rank
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
+            raise ValueError(f"lora_rank must be an int >= 1, got {rank!r}")
 
 
 def bridge_for(
@@ -563,6 +571,8 @@ def bridge_for(
 def make_run_trainer(config: PretrainedTrainConfig) -> PretrainedTrainer:
     """Load ``config.model_folder`` and build its :class:`PretrainedTrainer`."""
     policy, tokenizer = load_pretrained(config.model_folder, dtype=DTYPES[config.dtype])
+    if config.lora_rank is not None:
+        policy = with_lora(policy, config.lora_rank, config.lora_alpha, seed=0)
     return make_pretrained_train(config, policy, bridge_for(config.env_id, tokenizer, config.loop))
 
 

@@ -520,6 +520,7 @@ def test_cli_usage_errors_are_one_line(qwen3_folder, tmp_path, capsys):
         (("train", "--policy", "llm", "--model", folder, "--width", "8", "--out", out), "--width"),
         (("train", "--policy", "llm", "--model", str(tmp_path), "--out", out), "config.json"),
         (("eval", "--model", str(tmp_path / "none"), "--env", ENV_ID), "no model folder"),
+        (("train", "--lora-rank", "4", "--out", out), "--lora-rank does not apply"),
     ]
     for argv, words in cases:
         status, _, err = _cli(capsys, *argv)
@@ -543,13 +544,15 @@ def test_cli_train_llm_writes_a_run(qwen3_folder, tmp_path, capsys):
     out = tmp_path / "run"
     argv = ("train", "--policy", "llm", "--model", str(qwen3_folder[0]), "--env", ENV_ID)
     sizes = ("--updates", "1", "--eval-every", "1", "--episodes", "2", "--eval-episodes", "2")
+    lora = ("--lora-rank", "2")
     status, text, _ = _cli(
-        capsys, *argv, *sizes, *SMALL_LOOP, "--replay-episodes", "2", "--out", str(out)
+        capsys, *argv, *sizes, *SMALL_LOOP, *lora, "--replay-episodes", "2", "--out", str(out)
     )
     assert status == 0, text
     assert "greedy success" in text
     settings = json.loads((out / "config.json").read_text())
     assert settings["policy"] == "llm" and settings["warmup_updates"] == 0
+    assert settings["lora_rank"] == 2
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["phase"] for r in rows] == ["rl"]
 
