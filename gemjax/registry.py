@@ -9,6 +9,7 @@ from typing import Any
 
 from gemjax.checks import check_kwargs
 from gemjax.core import Environment
+from gemjax.text import Grammar, MessageTable, Template
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,32 @@ def make(env_id: str, **kwargs: Any) -> Environment:
     env_spec = spec(env_id)
     check_kwargs(env_spec.factory, kwargs)
     env = env_spec.factory(**{**env_spec.kwargs, **kwargs})
+    check_text_declaration(env)
     env.validate_params(env.default_params)
-    env.env_id = env_id  # type: ignore[attr-defined]
     return env
+
+
+def check_text_declaration(env: Environment) -> None:
+    """Raise unless ``env`` declares its text as the protocol asks: ``messages`` a
+    ``MessageTable`` whose first message is ``"instructions"`` and which has a
+    ``"format_error"`` message, ``suffix`` a ``Template`` and ``grammar`` a
+    ``Grammar`` (the text API, the token bridge and the testing kit read them).
+
+    Raises:
+        TypeError: a member is missing or of another type, naming it.
+    """
+    for name, kind in (("messages", MessageTable), ("suffix", Template), ("grammar", Grammar)):
+        value = getattr(env, name, None)
+        if not isinstance(value, kind):
+            raise TypeError(
+                f"{type(env).__name__}.{name} must be a {kind.__name__}, got {type(value).__name__}"
+            )
+    names = env.messages.names
+    if names[0] != "instructions" or "format_error" not in names:
+        raise TypeError(
+            f"{type(env).__name__}.messages must start with 'instructions' and have a "
+            f"'format_error' message, got {names}"
+        )
 
 
 def list_envs() -> list[str]:

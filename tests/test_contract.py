@@ -58,3 +58,21 @@ def test_classifier_names_every_message_of_each_table() -> None:
             got = classify(table.render(kind, zeros))
             assert got == name or got.startswith(name + "["), (env_id, name, got)
         assert classify("no message looks like this") == "other"
+
+
+def test_make_checks_the_text_declaration() -> None:
+    """``make`` refuses a game whose text members are missing or mistyped."""
+    from gemjax.envs import GuessTheNumber
+    from gemjax.registry import check_text_declaration
+    from gemjax.text import MessageTable, Template
+
+    class NoGrammar(GuessTheNumber):
+        grammar = None
+
+    class NoFormatError(GuessTheNumber):
+        messages = MessageTable(instructions=Template("Play."))
+
+    for game, match in ((NoGrammar, "grammar must be a Grammar"), (NoFormatError, "format_error")):
+        with pytest.raises(TypeError, match=match):
+            check_text_declaration(game(min_number=1, max_number=5, max_turns=3))
+    check_text_declaration(gemjax.make("game:GuessTheNumber-v0-easy"))

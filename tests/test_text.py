@@ -181,6 +181,18 @@ def test_message_table_event_traces():
     assert batched.args.shape == (3, 2) and batched.kind.shape == (3,)
 
 
+def test_select_takes_the_first_case_that_holds():
+    table = MessageTable(a=Template("a"), b=Template("b"), c=Template("c"))
+    first = jnp.asarray([True, False, False, True])
+    second = jnp.asarray([True, True, False, False])
+    kinds = jax.jit(lambda x, y: table.select((x, "a"), (y, "b"), default="c"))(first, second)
+    assert kinds.dtype == jnp.int32
+    assert kinds.tolist() == [0, 1, 2, 0]
+    assert int(table.select(default="b")) == 1
+    with pytest.raises(KeyError):
+        table.select((first, "d"), default="a")
+
+
 def test_message_table_without_slots():
     table = MessageTable(only=Template("hello {{}}"))
     event = table.event("only")

@@ -260,13 +260,13 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
             ],
             rewards.invalid,
         ).astype(jnp.float32)
-        kind = jnp.select(
-            [format_error, correct, out_of_turns, ~in_range, duplicate],
-            [
-                MESSAGES.kind(k)
-                for k in ("format_error", "success", "max_turns", "out_of_range", "duplicate")
-            ],
-            MESSAGES.kind("hint"),
+        kind = MESSAGES.select(
+            (format_error, "format_error"),
+            (correct, "success"),
+            (out_of_turns, "max_turns"),
+            (~in_range, "out_of_range"),
+            (duplicate, "duplicate"),
+            default="hint",
         )
         terminated = format_error | correct | out_of_turns
         truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~correct)

@@ -255,11 +255,15 @@ class Hangman(WordGame[HangmanState]):
             [rewards.format_error, win, hits.astype(jnp.float32) / half, rewards.invalid],
             rewards.step,
         ).astype(jnp.float32)
-        names = ("format_error", "success", "max_turns", "wrong_length", "wrong_word")
-        kind = jnp.select(
-            [format_error, success, out_of_turns, wrong_length, wrong_word, duplicate, hit],
-            [self.messages.kind(k) for k in (*names, "duplicate", "hit")],
-            self.messages.kind("miss"),
+        kind = self.messages.select(
+            (format_error, "format_error"),
+            (success, "success"),
+            (out_of_turns, "max_turns"),
+            (wrong_length, "wrong_length"),
+            (wrong_word, "wrong_word"),
+            (duplicate, "duplicate"),
+            (hit, "hit"),
+            default="miss",
         )
         terminated = format_error | success | out_of_turns
         truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~success)

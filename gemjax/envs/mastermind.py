@@ -348,11 +348,14 @@ class Mastermind(Environment[MastermindState, MastermindParams]):
             [rewards.format_error, increment, rewards.step],
             rewards.invalid,
         ).astype(jnp.float32)
-        names = ("format_error", "success", "max_turns", "wrong_length", "out_of_range")
-        kind = jnp.select(
-            [format_error, success, out_of_turns, wrong_length, out_of_range, duplicate],
-            [self.messages.kind(k) for k in (*names, "duplicate")],
-            self.messages.kind("pegs"),
+        kind = self.messages.select(
+            (format_error, "format_error"),
+            (success, "success"),
+            (out_of_turns, "max_turns"),
+            (wrong_length, "wrong_length"),
+            (out_of_range, "out_of_range"),
+            (duplicate, "duplicate"),
+            default="pegs",
         )
         terminated = format_error | success | out_of_turns
         truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~success)

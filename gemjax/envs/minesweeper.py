@@ -489,30 +489,17 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
             [rewards.format_error, rewards.fail, fraction, rewards.step],
             rewards.invalid,
         ).astype(jnp.float32)
-        conditions = [
-            format_error,
-            hit,
-            success,
-            out_of_turns,
-            ~in_bounds,
-            repeat,
-            opened,
-            flag_revealed,
-            toggle,
-        ]
-        names = (
-            "format_error",
-            "mine",
-            "success",
-            "max_turns",
-            "out_of_bounds",
-            "reveal_repeat",
-            "revealed",
-            "flag_revealed",
-            "flag",
-        )
-        kind = jnp.select(
-            conditions, [MESSAGES.kind(k) for k in names], MESSAGES.kind("unknown_command")
+        kind = MESSAGES.select(
+            (format_error, "format_error"),
+            (hit, "mine"),
+            (success, "success"),
+            (out_of_turns, "max_turns"),
+            (~in_bounds, "out_of_bounds"),
+            (repeat, "reveal_repeat"),
+            (opened, "revealed"),
+            (flag_revealed, "flag_revealed"),
+            (toggle, "flag"),
+            default="unknown_command",
         )
         terminated = format_error | hit | success | out_of_turns
         truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~hit & ~success)

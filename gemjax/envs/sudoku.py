@@ -618,11 +618,14 @@ class Sudoku(Environment[SudokuState, SudokuParams]):
         reward = jnp.select(
             [format_error, correct], [rewards.format_error, share], rewards.invalid
         ).astype(jnp.float32)
-        names = ("format_error", "success", "max_turns", "out_of_bounds", "filled", "correct")
-        kind = jnp.select(
-            [format_error, success, out_of_turns, out_of_bounds, filled, correct],
-            [MESSAGES.kind(k) for k in names],
-            MESSAGES.kind("violation"),
+        kind = MESSAGES.select(
+            (format_error, "format_error"),
+            (success, "success"),
+            (out_of_turns, "max_turns"),
+            (out_of_bounds, "out_of_bounds"),
+            (filled, "filled"),
+            (correct, "correct"),
+            default="violation",
         )
         terminated = format_error | success | out_of_turns
         truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~success)

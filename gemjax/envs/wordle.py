@@ -266,13 +266,13 @@ class Wordle(WordGame[WordleState]):
             [rewards.format_error, (progress + bonus) / half],
             rewards.invalid,
         ).astype(jnp.float32)
-        kind = jnp.select(
-            [format_error, success, out_of_turns, wrong_length, duplicate],
-            [
-                self.messages.kind(k)
-                for k in ("format_error", "success", "max_turns", "wrong_length", "duplicate")
-            ],
-            self.messages.kind("feedback"),
+        kind = self.messages.select(
+            (format_error, "format_error"),
+            (success, "success"),
+            (out_of_turns, "max_turns"),
+            (wrong_length, "wrong_length"),
+            (duplicate, "duplicate"),
+            default="feedback",
         )
         terminated = format_error | success | out_of_turns
         truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~success)

@@ -65,7 +65,7 @@ class TextEnv:
         self.kernel = kernel
         self.params = kernel.default_params if params is None else params
         kernel.validate_params(self.params)
-        self.env_id = env_id if env_id is not None else getattr(kernel, "env_id", None)
+        self.env_id = env_id
         self._params_buffer = ops.pack_params(kernel, self.params)
         self._key = ops.seed_key(fresh_seed() if seed is None else seed)
         self._state_buffer: jax.Array | None = None

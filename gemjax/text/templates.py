@@ -442,6 +442,23 @@ class MessageTable:
         except ValueError:
             raise KeyError(f"no message {name!r}; messages: {self.names}") from None
 
+    def select(self, *cases: tuple[Any, str], default: str) -> jax.Array:
+        """The event kind of the first case whose condition holds, else ``default``
+        (traceable): the declarative form of a step's event choice.
+
+        Args:
+            *cases: ``(condition, message name)`` pairs in priority order; each
+                condition is a bool array (a scalar in an unbatched step).
+            default: the message when no condition holds.
+        Returns:
+            int32 kinds, of the conditions' shape.
+        """
+        if not cases:
+            return jnp.asarray(self.kind(default), jnp.int32)
+        conditions = [jnp.asarray(condition, jnp.bool_) for condition, _ in cases]
+        kinds = [self.kind(name) for _, name in cases]
+        return jnp.select(conditions, kinds, self.kind(default)).astype(jnp.int32)
+
     def event(self, kind: jax.Array | int | str, **args: jax.Array | int) -> Event:
         """Build an :class:`Event` (traceable).
 
