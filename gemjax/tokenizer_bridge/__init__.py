@@ -10,23 +10,7 @@ need transformers and are imported on first use.
 import importlib
 from typing import Any
 
-from gemjax.text import (
-    Board,
-    BoxedCommand,
-    BoxedInt,
-    BoxedIntList,
-    BoxedInts,
-    BoxedLetters,
-    Choice,
-    Echo,
-    Grammar,
-    Int,
-    IntList,
-    MessageTable,
-    ParsedAction,
-    SymbolList,
-    Template,
-)
+from gemjax import text
 
 _LAZY = {
     "Prompt": "gemjax.tokenizer_bridge.bridge",
@@ -37,30 +21,13 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """The device bridge's names, imported on first use (they load transformers)."""
+    """The device bridge's names, imported on first use (they load transformers), and
+    the text layer's (:mod:`gemjax.text`), re-exported."""
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in text.__all__:
+        return getattr(text, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = [
-    "Board",
-    "BoxedCommand",
-    "BoxedInt",
-    "BoxedIntList",
-    "BoxedInts",
-    "BoxedLetters",
-    "Choice",
-    "Echo",
-    "Grammar",
-    "Int",
-    "IntList",
-    "MessageTable",
-    "ParsedAction",
-    "Prompt",
-    "SymbolList",
-    "Template",
-    "TokenBridge",
-    "TokenParser",
-    "load_tokenizer",
-]
+__all__ = [*text.__all__, "Prompt", "TokenBridge", "TokenParser", "load_tokenizer"]
