@@ -437,6 +437,21 @@ def run_token(
     if integer("checkpoint_every", checkpoint_every) < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
     trainer = make_token_train(config)
+    title = f"{config.env_id} token agent {config.algo}"
+    return run_token_phases(config, trainer, out_dir, seed, checkpoint_every, progress, title)
+
+
+def run_token_phases(
+    config: TokenTrainConfig,
+    trainer: TokenTrainer,
+    out_dir: Path,
+    seed: int,
+    checkpoint_every: int,
+    progress: bool,
+    title: str,
+) -> RunResult:
+    """:func:`run_phases` over a token trainer's warm-up chunks, then its RL chunks;
+    ``config`` is the run's config (recorded, and checked on resume)."""
     phases = [
         Phase(
             "warmup",
@@ -464,7 +479,7 @@ def run_token(
         trainer.env_steps_per_update,
         checkpoint_every,
         progress,
-        f"{config.env_id} token agent {config.algo}",
+        title,
     )
 
 

@@ -588,40 +588,13 @@ def run_pretrained(
     ``metrics.jsonl``, the plot, orbax checkpoints of the whole state (weights and
     optimizer) and exact resume under the same rules. Returns its ``RunResult``."""
     from gemjax.checks import integer
-    from gemjax.train.host import Phase, run_phases, token_record
+    from gemjax.train.host import run_token_phases
 
     if integer("checkpoint_every", checkpoint_every) < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
     trainer = make_run_trainer(config)
-    phases = [
-        Phase(
-            "warmup",
-            trainer.warmup_chunk,
-            config.eval_every,
-            config.warmup_updates,
-            lambda state: int(state.warmup),
-            token_record,
-        ),
-        Phase(
-            "rl",
-            trainer.chunk,
-            config.eval_every,
-            config.num_updates,
-            lambda state: int(state.update),
-            token_record,
-        ),
-    ]
-    return run_phases(
-        config,
-        out_dir,
-        seed,
-        trainer.init,
-        phases,
-        trainer.env_steps_per_update,
-        checkpoint_every,
-        progress,
-        f"{config.env_id} {Path(config.model_folder).name} {config.algo}",
-    )
+    title = f"{config.env_id} {Path(config.model_folder).name} {config.algo}"
+    return run_token_phases(config, trainer, out_dir, seed, checkpoint_every, progress, title)
 
 
 def load_pretrained_run(out_dir: Path) -> tuple[PretrainedTrainer, TokenTrainState]:
