@@ -115,6 +115,7 @@ def host_rollout(trainer: TokenTrainer, params: Any, batch: int, seed: int) -> T
                 valid=valid,
                 success=valid & (rewards == 1.0),
                 format_error=valid & errors,
+                episode_end=valid & ~running,
             )
         )
     horizon = config.horizon
@@ -122,6 +123,7 @@ def host_rollout(trainer: TokenTrainer, params: Any, batch: int, seed: int) -> T
     pad = horizon - len(turns)
     stacked = {k: np.pad(v, [(0, pad)] + [(0, 0)] * (v.ndim - 1)) for k, v in stacked.items()}
     mask = stacked["valid"]
+    last_turn = np.arange(horizon) == horizon - 1
     return TokenTrajectory(
         prompt_ids=jnp.asarray(np.where(mask[..., None], stacked["prompt_ids"], 0)),
         prompt_length=jnp.asarray(np.where(mask, stacked["prompt_length"], 0)),
@@ -136,7 +138,18 @@ def host_rollout(trainer: TokenTrainer, params: Any, batch: int, seed: int) -> T
         format_error=jnp.asarray(stacked["format_error"]),
         response_cut=jnp.zeros((horizon, batch), jnp.bool_),
         context_cut=jnp.zeros((batch,), jnp.bool_),
+        episode_turn=jnp.asarray(np.where(mask, np.arange(horizon)[:, None], 0), jnp.int32),
+        episode_end=jnp.asarray(stacked["episode_end"] | (mask & last_turn[:, None])),
+        learn=jnp.asarray(mask),
     )
+
+
+def auto_reset_trainer(trainer: TokenTrainer) -> TokenTrainer:
+    """The same trainer with an auto-reset loop of ``horizon`` turns a lane (the
+    same lane-turns per update as one episode a lane, every one of them played)."""
+    loop = dataclasses.replace(LOOP, auto_reset=True, steps=LOOP.horizon)
+    config = dataclasses.replace(trainer.config, loop=loop)
+    return dataclasses.replace(trainer, config=config, rollout=trainer.rollout.with_config(loop))
 
 
 def measure(size: str, batch: int, repeats: int, warmup_steps: int) -> dict[str, Any]:
@@ -174,6 +187,13 @@ def measure(size: str, batch: int, repeats: int, warmup_steps: int) -> dict[str,
     env_only(state.params)
     env_s = best_of(repeats, lambda: env_only(state.params))
 
+    auto = auto_reset_trainer(trainer)
+    auto_update = jax.jit(auto.update).lower(state).compile()
+    _, auto_metrics = auto_update(state)
+    auto_s = best_of(repeats, lambda: auto_update(state))
+    auto_played = float(auto_metrics.rollout.turns_played)
+    auto_tokens = float(auto_metrics.rollout.response_tokens) * auto_played
+
     learn = jax.jit(trainer.learn)
     host_traj = host_rollout(trainer, state.params, batch, seed=0)
     learn(state, host_traj)
@@ -197,9 +217,14 @@ def measure(size: str, batch: int, repeats: int, warmup_steps: int) -> dict[str,
         "host_turns_per_s": host_played / host_s,
         "host_tokens_per_s": host_tokens / host_s,
         "env_and_bridge_share": env_s / device_s,
+        "auto_reset_s": auto_s,
+        "auto_reset_turns_per_s": auto_played / auto_s,
+        "auto_reset_tokens_per_s": auto_tokens / auto_s,
+        "auto_reset_episodes_learned": float(auto_metrics.rollout.episode_count),
         "mean_turns": played / batch,
     }
     row["speedup"] = row["device_turns_per_s"] / row["host_turns_per_s"]
+    row["auto_reset_speedup"] = row["auto_reset_turns_per_s"] / row["host_turns_per_s"]
     return row
 
 

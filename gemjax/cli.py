@@ -276,6 +276,7 @@ TOKEN_FLAGS = (
     "layers",
     "no_chat",
     "replay_episodes",
+    "auto_reset",
 )
 LLM_FLAGS = ("model", "dtype", "lora_rank", "lora_alpha")
 TINY_LM_FLAGS = ("tokenizer", "width", "layers")
@@ -312,6 +313,8 @@ def token_train_config(args: argparse.Namespace) -> Any:
                     ("context", args.context),
                     ("response_tokens", args.response_tokens),
                     ("chat", False if args.no_chat else None),
+                    ("auto_reset", None if args.auto_reset is None else True),
+                    ("steps", args.auto_reset),
                 )
                 if value is not None
             },
@@ -611,6 +614,13 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
         "--replay-episodes",
         type=positive,
         help="episodes the learner replays at once (memory grows with the square of --context)",
+    )
+    token.add_argument(
+        "--auto-reset",
+        type=positive,
+        metavar="STEPS",
+        help="each lane plays STEPS turns per update, starting a new episode as soon as one "
+        "ends (learning from the episodes that end; not with --algo grpo)",
     )
     llm = train.add_argument_group("pretrained model (--policy llm; token options apply)")
     llm.add_argument("--model", help="a local Hugging Face folder (Qwen3, Qwen2.5)")

@@ -14,28 +14,42 @@ import jax.numpy as jnp
 NORM_EPS = 1e-9  # GEM/OAT: (x - mean) / (std + 1e-9)
 
 
-def discounted_returns(rewards: jax.Array, valid: jax.Array, gamma: float) -> jax.Array:
+def discounted_returns(
+    rewards: jax.Array,
+    valid: jax.Array,
+    gamma: float,
+    episode_end: jax.Array | None = None,
+) -> jax.Array:
     """Per-turn returns within each episode, no bootstrap.
 
     ``G[t] = r[t] + gamma * G[t + 1]`` summed over the valid turns of the episode.
+    A lane may hold several episodes one after the other (an auto-reset rollout):
+    ``episode_end`` marks each episode's last turn, after which the sum starts
+    afresh.
 
     Args:
         rewards: float32[T, B] per-turn rewards.
-        valid: bool[T, B] the turn belongs to the episode.
+        valid: bool[T, B] the turn belongs to an episode.
         gamma: discount, ``0 < gamma <= 1``.
+        episode_end: bool[T, B] the turn ends its episode (``None``: one episode a
+            lane, ended by its last valid turn).
 
     Returns:
         float32[T, B], zero on invalid turns.
     """
     masked = jnp.where(valid, rewards, 0.0).astype(jnp.float32)
+    ends = jnp.zeros_like(valid) if episode_end is None else episode_end
 
-    def backward(future: jax.Array, turn: tuple[jax.Array, jax.Array]):
-        reward, ok = turn
-        ret = jnp.where(ok, reward + gamma * future, 0.0)
+    def backward(future: jax.Array, turn: tuple[jax.Array, jax.Array, jax.Array]):
+        reward, ok, end = turn
+        ret = jnp.where(ok, reward + gamma * jnp.where(end, 0.0, future), 0.0)
         return ret, ret
 
     _, returns = jax.lax.scan(
-        backward, jnp.zeros(rewards.shape[1:], jnp.float32), (masked, valid), reverse=True
+        backward,
+        jnp.zeros(rewards.shape[1:], jnp.float32),
+        (masked, valid, ends),
+        reverse=True,
     )
     return returns
 

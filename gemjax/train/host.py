@@ -409,8 +409,9 @@ def run_phases(
 def token_record(metrics: TokenChunkMetrics) -> dict[str, Any]:
     """A token-agent row's metrics: :func:`chunk_record`'s episode fields, plus
     ``format_error_rate`` (greedy) and ``train_format_error_rate``, the episodes
-    stopped by the context rule, the generated tokens per turn, the loss and the
-    mean response log-probability of the chunk's last step."""
+    stopped by the context rule, the episodes the last step learned from, the
+    generated tokens per turn, the loss and the mean response log-probability of
+    the chunk's last step."""
     train = jax.tree.map(lambda x: x[-1], metrics.train)
     return {
         **episode_record("", metrics.eval.episodes),
@@ -418,6 +419,7 @@ def token_record(metrics: TokenChunkMetrics) -> dict[str, Any]:
         "format_error_rate": _number(metrics.eval.format_error_rate),
         "train_format_error_rate": _number(train.rollout.format_error_rate),
         "context_cut": _number(metrics.eval.context_cut),
+        "train_episodes": _number(train.rollout.episode_count),
         "response_tokens": _number(train.rollout.response_tokens),
         "loss": _number(train.loss),
         "response_log_prob": _number(train.response_log_prob),

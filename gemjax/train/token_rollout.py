@@ -19,6 +19,18 @@ Each turn, one ``lax.scan`` step over a batch of episodes:
    and the next observation (with the echoes of what the player typed) joins the
    prompt.
 
+**Auto-reset.** With ``TokenLoopConfig.auto_reset``, a sampled rollout plays each
+lane for ``steps`` turns and a lane whose episode ends (the game ended it, or it
+reached ``horizon`` turns) resets its env at once and plays a new episode from its
+next turn: no lane computes masked turns while the batch's longest episode goes
+on. The new episode's first prompt shares the instructions with the lane's last
+prompt, so the cache keeps them and only the rest is fed (the replay's visibility
+rule below covers it: those slots hold the same ids at the same positions). The
+learner uses the episodes that ended within the rollout (``TokenTrajectory.learn``);
+a lane's last, unfinished episode is played but not learned from. Returns restart
+at each episode's end (``TokenTrajectory.episode_end``). ``replay_tokens`` bounds a
+lane's whole stream, all its episodes together: size it for ``steps`` turns.
+
 A turn's log-probability is the sum over its response tokens (GEM's "the action is
 the whole response"), so every estimator of :mod:`gemjax.train.estimators` applies
 with turn-level credit.
@@ -42,6 +54,7 @@ same prefills (the learner's forward pass, differentiable).
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -57,7 +70,7 @@ from gemjax.rng import split
 from gemjax.tokenizer_bridge.bridge import Prompt, TokenBridge
 from gemjax.tokenizer_bridge.tokenizers import token_bytes
 from gemjax.train.lm import CausalLM, causal_mask
-from gemjax.train.rollout import EpisodeMetrics, episode_metrics
+from gemjax.train.rollout import EpisodeMetrics
 
 CLOSING = b"}"
 END_SPECIALS = ("<|endoftext|>", "<|im_end|>")
@@ -76,9 +89,15 @@ class TokenLoopConfig:
         temperature: sampling temperature (> 0); log-probabilities are those of
             the tempered distribution the tokens were drawn from.
         chat: wrap prompts in GEM's ``qwen3_game`` chat template.
-        replay_tokens: ``N``, the tokens an episode may feed the model in all (its
+        replay_tokens: ``N``, the tokens a lane may feed the model in all (its
             stream: each turn's re-fed prompt end and its response), which the
             learner replays in one pass; ``None``: one and a half contexts.
+        auto_reset: a lane whose episode ends starts a new one at its next turn
+            (its cache keeps the instructions both share), for ``steps`` turns;
+            sampled rollouts only (greedy evaluation and the format warm-up play one
+            episode a lane). See the module's auto-reset section.
+        steps: turns each lane plays in an auto-reset rollout (``None``: the
+            horizon); only with ``auto_reset``.
     """
 
     horizon: int
@@ -88,12 +107,20 @@ class TokenLoopConfig:
     temperature: float = 1.0
     chat: bool = True
     replay_tokens: int | None = None
+    auto_reset: bool = False
+    steps: int | None = None
 
     def __post_init__(self) -> None:
         if self.replay_tokens is None:
             object.__setattr__(self, "replay_tokens", self.context + self.context // 2)
+        if not isinstance(self.auto_reset, bool):
+            raise ValueError(f"auto_reset must be a bool, got {self.auto_reset!r}")
+        if self.steps is not None and not self.auto_reset:
+            raise ValueError("steps is the length of an auto-reset rollout: set auto_reset")
+        if self.auto_reset and self.steps is None:
+            object.__setattr__(self, "steps", self.horizon)
         names = ("horizon", "context", "response_tokens", "prefill_chunk", "replay_tokens")
-        for name in names:
+        for name in names + (("steps",) if self.auto_reset else ()):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
@@ -101,6 +128,12 @@ class TokenLoopConfig:
             raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
         if self.temperature != self.temperature or math.isinf(self.temperature):
             raise ValueError(f"temperature must be finite, got {self.temperature!r}")
+
+    @property
+    def lane_turns(self) -> int:
+        """Turns a sampled rollout plays in each lane: ``steps`` with auto-reset,
+        else ``horizon``."""
+        return self.steps if self.auto_reset and self.steps is not None else self.horizon
 
 
 @struct.dataclass
@@ -126,9 +159,17 @@ class TokenTrajectory:
         format_error: bool[T, B] the response held no well-formed action (or was
             cut at ``K`` tokens), on played turns.
         response_cut: bool[T, B] the response reached ``K`` tokens without a stop.
-        context_cut: bool[B] the episode stopped by the context rule: a prompt did
+        context_cut: bool[B] the lane stopped by the context rule: a prompt did
             not fit the context (or overflowed the bridge's buffer), or the turn
-            could take the episode's stream past ``replay_tokens``.
+            could take the lane's stream past ``replay_tokens``.
+        episode_turn: int32[T, B] the turn's index within its episode (0 where an
+            episode starts; zero on turns not played).
+        episode_end: bool[T, B] a played turn after which its episode is over: the
+            game ended it, or it was the episode's last turn within the horizon.
+        learn: bool[T, B] turns the learner uses: every played turn of a
+            one-episode-a-lane rollout; in an auto-reset rollout, the played turns
+            of episodes that ended within it (a lane's last, unfinished episode is
+            left out, as it has no return yet).
     """
 
     prompt_ids: jax.Array
@@ -144,6 +185,9 @@ class TokenTrajectory:
     format_error: jax.Array
     response_cut: jax.Array
     context_cut: jax.Array
+    episode_turn: jax.Array
+    episode_end: jax.Array
+    learn: jax.Array
 
     @property
     def log_probs(self) -> jax.Array:
@@ -156,32 +200,60 @@ class TokenTrajectory:
         k = jnp.arange(self.response_ids.shape[-1])
         return self.valid[..., None] & (k < self.response_length[..., None])
 
+    @property
+    def learn_mask(self) -> jax.Array:
+        """bool[T, B, K]: generated tokens of the turns the learner uses."""
+        return self.response_mask & self.learn[..., None]
+
 
 @struct.dataclass
 class TokenMetrics:
     """Episode statistics of a token rollout (float32[] each).
 
     Attributes:
-        episodes: return, success and turns (:class:`EpisodeMetrics`).
+        episodes: return, success and turns (:class:`EpisodeMetrics`) of the
+            episodes the learner uses (every lane's, or an auto-reset rollout's
+            finished ones: these lean to short episodes, since a long one is more
+            often unfinished when the rollout stops).
         format_error_rate: format errors per played turn.
         response_tokens: mean generated tokens per played turn.
-        context_cut: fraction of episodes stopped by the context rule.
+        context_cut: fraction of lanes stopped by the context rule.
+        episode_count: episodes counted in ``episodes``.
+        turns_played: turns played in all (learned from or not).
     """
 
     episodes: EpisodeMetrics
     format_error_rate: jax.Array
     response_tokens: jax.Array
     context_cut: jax.Array
+    episode_count: jax.Array
+    turns_played: jax.Array
 
 
 def token_metrics(traj: TokenTrajectory) -> TokenMetrics:
     """:class:`TokenMetrics` of a trajectory."""
     played = jnp.maximum(jnp.sum(traj.valid), 1)
     return TokenMetrics(
-        episodes=episode_metrics(traj.valid, traj.success, traj.rewards),
+        episodes=learned_episode_metrics(traj),
         format_error_rate=jnp.sum(traj.format_error & traj.valid) / played,
         response_tokens=jnp.sum(jnp.where(traj.valid, traj.response_length, 0)) / played,
         context_cut=jnp.mean(traj.context_cut.astype(jnp.float32)),
+        episode_count=jnp.sum(traj.learn & (traj.episode_turn == 0)).astype(jnp.float32),
+        turns_played=jnp.sum(traj.valid).astype(jnp.float32),
+    )
+
+
+def learned_episode_metrics(traj: TokenTrajectory) -> EpisodeMetrics:
+    """:class:`EpisodeMetrics` over the episodes of ``traj.learn``'s turns (an
+    episode wins at the turn that reports success, which ends it)."""
+    episodes = jnp.maximum(jnp.sum(traj.learn & (traj.episode_turn == 0)), 1)
+    won = traj.learn & traj.success
+    wins = jnp.sum(won)
+    return EpisodeMetrics(
+        episode_return=jnp.sum(jnp.where(traj.learn, traj.rewards, 0.0)) / episodes,
+        success=wins / episodes,
+        mean_turns=jnp.sum(traj.learn) / episodes,
+        mean_turns_success=jnp.sum(jnp.where(won, traj.episode_turn + 1, 0)) / wins,
     )
 
 
@@ -235,6 +307,12 @@ def common_prefix(
     cache = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch, *x.shape[1:])), one)
     previous = jnp.broadcast_to(ref_ids, ids.shape)
     return cache, previous, jnp.full((batch,), shared, jnp.int32)
+
+
+def ends_later(episode_end: jax.Array) -> jax.Array:
+    """bool[T, B]: some turn ``t' >= t`` of the lane ends an episode (so the
+    episode of turn ``t``, if played, ended within the rollout)."""
+    return jnp.flip(jnp.cumsum(jnp.flip(episode_end, 0), axis=0), 0) > 0
 
 
 def _take(ids: jax.Array, positions: jax.Array) -> jax.Array:
@@ -315,8 +393,9 @@ class TurnCarry(NamedTuple):
             turn), from whose common prefix with ``ids`` the turn feeds.
         used: int32[B] stream tokens fed so far (within ``replay_tokens``).
         cache: the model's KV cache (None when responses are forced).
-        running: bool[B] episodes still playing; cut: bool[B] stopped by the
+        running: bool[B] lanes still playing; cut: bool[B] stopped by the
             context rule.
+        episode_turn: int32[B] the coming turn's index within its episode.
     """
 
     state: Any
@@ -332,6 +411,7 @@ class TurnCarry(NamedTuple):
     cache: Any
     running: jax.Array
     cut: jax.Array
+    episode_turn: jax.Array
 
 
 class TokenRollout:
@@ -376,18 +456,27 @@ class TokenRollout:
                 f"the model's vocabulary lacks {missing.size} of the bridge's token ids "
                 f"(e.g. {missing[:5].tolist()}): build it over bridge.vocab"
             )
-        if config.chat and not bridge.chat_supported:
-            raise ValueError("chat=True needs a tokenizer with <|im_start|>/<|im_end|>")
         self.graph, _, self.constants = nnx.split(model, nnx.Param, ...)
         self.token_ids = token_ids
         self.bridge = bridge
         self.env: Environment = bridge.env
         self.env_params = self.env.default_params if env_params is None else env_params
-        self.config = config
         self.stop_rows = jnp.asarray(_stop_rows(bridge.tokenizer, token_ids))
-        self.response_shape = jax.eval_shape(
-            lambda: bridge.parse(jnp.zeros((config.response_tokens,), jnp.int32), jnp.int32(0))
-        )[0]
+        self._configure(config)
+
+    def with_config(self, config: TokenLoopConfig) -> TokenRollout:
+        """The same model, bridge and params with other loop sizes (checked as at
+        construction)."""
+        rollout = copy.copy(self)
+        rollout._configure(config)
+        return rollout
+
+    def _configure(self, config: TokenLoopConfig) -> None:
+        """Take ``config`` after checking it against the bridge: chat support, and
+        room for the reset prompt and a response."""
+        if config.chat and not self.bridge.chat_supported:
+            raise ValueError("chat=True needs a tokenizer with <|im_start|>/<|im_end|>")
+        self.config = config
         longest = self.reset_prompt_length()
         if longest + config.response_tokens > config.context:
             raise ValueError(
@@ -535,21 +624,28 @@ class TokenRollout:
         greedy: bool = False,
         forced: Generated | None = None,
     ) -> TokenTrajectory:
-        """Play ``B = len(reset_keys)`` episodes for at most ``horizon`` turns.
+        """Play ``B = len(reset_keys)`` episodes for at most ``horizon`` turns, or,
+        for a sampled rollout with ``config.auto_reset``, ``B`` lanes for ``steps``
+        turns, each lane starting a new episode when its episode ends.
 
         Args:
             params: the model's parameters, ``nnx.state(model, nnx.Param)``.
-            reset_keys: key array[B], one reset per episode.
+            reset_keys: key array[B], each lane's first reset (an auto-reset
+                rollout draws the later ones from ``key``).
             key: PRNG key array[] for sampling and the env's steps.
-            greedy: take each token's argmax instead of sampling.
+            greedy: take each token's argmax instead of sampling (one episode a
+                lane).
             forced: play these responses instead of the model's
                 (ids int32[T, B, K] and length int32[T, B]; the model is not run;
-                log-probabilities are zero): the format warm-up's episodes.
+                log-probabilities are zero): the format warm-up's episodes (one
+                episode a lane).
 
         Returns:
-            The :class:`TokenTrajectory`.
+            The :class:`TokenTrajectory` (``T`` = ``steps`` or ``horizon``).
         """
         config = self.config
+        auto_reset = config.auto_reset and not greedy and forced is None
+        turns_played = config.lane_turns if auto_reset else config.horizon
         model = self.model(params)
         batch = reset_keys.shape[0]
         state, ts = jax.vmap(self.env.reset, in_axes=(0, None))(reset_keys, self.env_params)
@@ -576,9 +672,10 @@ class TokenRollout:
             cache=cache,
             running=jnp.ones((batch,), jnp.bool_),
             cut=jnp.zeros((batch,), jnp.bool_),
+            episode_turn=zeros,
         )
-        turn_keys = jax.random.split(key, config.horizon)
-        turns = jnp.arange(config.horizon)
+        turn_keys = jax.random.split(key, turns_played)
+        turns = jnp.arange(turns_played)
 
         def turn(carry: TurnCarry, inputs: tuple[jax.Array, jax.Array]):
             turn_index, turn_key = inputs
@@ -604,6 +701,7 @@ class TokenRollout:
             parse_length = jnp.where(response.cut, 0, response.length)
             parsed = jax.vmap(self.bridge.parse_full)(response.ids, parse_length)
             state, ts = self._step_env(step_key, carry.state, parsed.action)
+            episode_end = playing & (ts.done | (carry.episode_turn + 1 >= config.horizon))
             mask = playing[:, None]
             record = TokenTrajectory(
                 prompt_ids=jnp.where(mask, ids, 0),
@@ -619,10 +717,16 @@ class TokenRollout:
                 format_error=playing & ~parsed.ok,
                 response_cut=playing & response.cut,
                 context_cut=cut,
+                episode_turn=jnp.where(playing, carry.episode_turn, 0),
+                episode_end=episode_end,
+                learn=playing,
             )
             cached = jnp.where(mask, ids, carry.cached)
             cached_length = jnp.where(playing, length, carry.cached_length)
             prompt = jax.vmap(self.bridge.prompt_step)(carry.prompt, ts, parsed.echoes)
+            if auto_reset:
+                reset_keys = split(jax.random.fold_in(turn_key, 1), batch)
+                state, prompt = self._restart(reset_keys, episode_end, state, prompt)
             next_ids, next_length, next_fits = self._prompt(prompt, state)
             carry = TurnCarry(
                 state=state,
@@ -636,8 +740,9 @@ class TokenRollout:
                 own_length=cached_length,
                 used=carry.used + jnp.where(playing, length - start + response.length, 0),
                 cache=cache,
-                running=playing & ~ts.done,
+                running=playing if auto_reset else playing & ~ts.done,
                 cut=cut,
+                episode_turn=jnp.where(episode_end, 0, carry.episode_turn + 1),
             )
             return carry, record
 
@@ -651,7 +756,23 @@ class TokenRollout:
             return jax.lax.cond(jnp.any(carry.running), turn, skip, carry, inputs)
 
         carry, traj = jax.lax.scan(maybe_turn, init, (turns, turn_keys))
-        return traj.replace(context_cut=carry.cut)
+        traj = traj.replace(context_cut=carry.cut)
+        if auto_reset:
+            return traj.replace(learn=traj.valid & ends_later(traj.episode_end))
+        return traj
+
+    def _restart(
+        self, reset_keys: jax.Array, ended: jax.Array, state: Any, prompt: Prompt
+    ) -> tuple[Any, Prompt]:
+        """The lanes of bool[B] ``ended`` start new episodes (key array[B]
+        ``reset_keys``): their env states and prompt states are replaced."""
+        fresh, ts = jax.vmap(self.env.reset, in_axes=(0, None))(reset_keys, self.env_params)
+        fresh_prompt = self._start(ts)
+
+        def pick(new: jax.Array, old: jax.Array) -> jax.Array:
+            return jnp.where(ended.reshape((-1,) + (1,) * (old.ndim - 1)), new, old)
+
+        return jax.tree.map(pick, fresh, state), jax.tree.map(pick, fresh_prompt, prompt)
 
     def evaluate(self, params: Any, reset_keys: jax.Array, key: jax.Array) -> TokenMetrics:
         """Greedy play of ``len(reset_keys)`` episodes: their :class:`TokenMetrics`."""

@@ -157,6 +157,11 @@ class TokenTrainConfig:
             )
         if self.algo == "grpo" and self.num_episodes % self.group_size:
             raise ValueError("num_episodes must be a multiple of group_size for grpo")
+        if self.algo == "grpo" and self.loop.auto_reset:
+            raise ValueError(
+                "grpo scores groups of episodes from one initial state: an auto-reset "
+                "rollout's later episodes start apart, use rebn or reinforce"
+            )
 
 
 @struct.dataclass
@@ -243,13 +248,14 @@ def warmup_table(rollout: TokenRollout, samples: int = 4 * WARMUP_ACTIONS) -> Wa
 
 
 def advantages(config: TokenTrainConfig, traj: TokenTrajectory) -> jax.Array:
-    """float32[T, B]: the configured estimator over the trajectory's turns."""
-    returns = discounted_returns(traj.rewards, traj.valid, config.gamma)
+    """float32[T, B]: the configured estimator over the turns the learner uses
+    (``traj.learn``), returns restarting at each episode's end."""
+    returns = discounted_returns(traj.rewards, traj.learn, config.gamma, traj.episode_end)
     if config.algo == "rebn":
-        return rebn_advantages(returns, traj.valid)
+        return rebn_advantages(returns, traj.learn)
     if config.algo == "reinforce":
-        return reinforce_advantages(returns, traj.valid)
-    return grpo_advantages(returns, traj.valid, config.group_size)
+        return reinforce_advantages(returns, traj.learn)
+    return grpo_advantages(returns, traj.learn, config.group_size)
 
 
 @dataclass(frozen=True)
@@ -269,8 +275,9 @@ class TokenTrainer:
 
     @property
     def env_steps_per_update(self) -> int:
-        """Turns one step runs at most: ``num_episodes * horizon``."""
-        return self.config.num_episodes * self.config.loop.horizon
+        """Turns one RL update plays at most: ``num_episodes`` lanes times
+        ``steps`` (auto-reset) or ``horizon``."""
+        return self.config.num_episodes * self.config.loop.lane_turns
 
     def init(self, key: jax.Array) -> TokenTrainState:
         """A fresh state; the model's parameters are drawn from ``key``."""
@@ -307,12 +314,12 @@ class TokenTrainer:
         length: int | None = None,
     ) -> jax.Array:
         """float32[]: GEM's per-token policy-gradient loss, each turn's token sum
-        over ``response_tokens``, summed over played turns and divided by ``count``
-        (the played turns of the whole batch); ``length`` is the replay's (static)
-        stream length."""
+        over ``response_tokens``, summed over the turns the learner uses and divided
+        by ``count`` (those turns of the whole batch); ``length`` is the replay's
+        (static) stream length."""
         config = self.config
         log_p = self.rollout.response_log_probs(params, traj, length)
-        mask = traj.response_mask
+        mask = traj.learn_mask
         if config.clip_eps is None:
             surrogate = adv[..., None] * log_p
         else:
@@ -320,7 +327,7 @@ class TokenTrainer:
             clipped = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
             surrogate = jnp.minimum(ratio * adv[..., None], clipped * adv[..., None])
         per_turn = jnp.sum(jnp.where(mask, surrogate, 0.0), axis=-1) / config.loop.response_tokens
-        return -jnp.sum(jnp.where(traj.valid, per_turn, 0.0)) / count
+        return -jnp.sum(jnp.where(traj.learn, per_turn, 0.0)) / count
 
     def value_and_grad(
         self, loss: Callable[..., jax.Array], params: Any, traj: TokenTrajectory, *per_turn: Any
@@ -373,7 +380,7 @@ class TokenTrainer:
         """``update_epochs`` policy-gradient steps on a trajectory (from
         :meth:`TokenRollout.collect`, or built from a host loop's token ids)."""
         adv = advantages(self.config, traj)
-        count = jnp.maximum(jnp.sum(traj.valid), 1).astype(jnp.float32)
+        count = jnp.maximum(jnp.sum(traj.learn), 1).astype(jnp.float32)
 
         def epoch(carry, _):
             params, opt_state = carry

@@ -93,3 +93,17 @@ def test_gae_by_hand(valid, bootstrap, expected_adv):
 def test_gae_lambda_1_without_critic_is_the_discounted_return():
     adv, _ = gae(REWARDS, jnp.zeros((3, 2)), VALID, jnp.zeros(2), 0.9, 1.0)
     np.testing.assert_allclose(adv, discounted_returns(REWARDS, VALID, 0.9), rtol=1e-6)
+
+
+def test_discounted_returns_restart_after_each_episode_end():
+    """One lane holding two episodes (an auto-reset rollout): the first ends at
+    turn 1, so turn 0's return does not see turn 2's reward."""
+    rewards = jnp.array([[0.0], [1.0], [0.5], [2.0]])
+    valid = jnp.ones((4, 1), bool)
+    ends = jnp.array([[False], [True], [False], [True]])
+    returns = discounted_returns(rewards, valid, 0.9, ends)
+    np.testing.assert_allclose(returns[:, 0], [0.9, 1.0, 0.5 + 0.9 * 2.0, 2.0], rtol=1e-6)
+    np.testing.assert_allclose(
+        discounted_returns(REWARDS, VALID, 0.9, jnp.zeros_like(VALID)),
+        discounted_returns(REWARDS, VALID, 0.9),
+    )

@@ -7,6 +7,7 @@ compiled once for the module.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import jax
 import jax.numpy as jnp
@@ -296,3 +297,91 @@ def test_the_host_agent_streams_its_response(trainer, warmed):
     streamed = "".join(agent.stream(observation))
     agent.reset(1)
     assert streamed == agent.act([observation])[0]
+
+
+AUTO_LOOP = dataclasses.replace(LOOP, auto_reset=True, steps=10, replay_tokens=1024)
+
+
+@pytest.fixture(scope="module")
+def auto_trainer(trainer):
+    """The module's trainer with an auto-reset loop of 10 turns a lane."""
+    config = dataclasses.replace(CONFIG, loop=AUTO_LOOP)
+    rollout = trainer.rollout.with_config(AUTO_LOOP)
+    return dataclasses.replace(trainer, config=config, rollout=rollout)
+
+
+@pytest.fixture(scope="module")
+def auto_played(auto_trainer, warmed):
+    collect = jax.jit(lambda p, key: auto_trainer.rollout.collect(p, jax.random.split(key, 8), key))
+    return jax.device_get(collect(warmed[0].params, jax.random.key(7)))
+
+
+def test_auto_reset_lanes_play_episode_after_episode(auto_played, trainer):
+    traj = auto_played
+    assert traj.valid.shape == (AUTO_LOOP.steps, 8)
+    assert np.all(traj.valid), "no lane may stop: every prompt fits and episodes restart"
+    restarts = 0
+    tokenizer = trainer.rollout.bridge.tokenizer
+
+    def reset_text(t, b):
+        # GuessTheNumber's reset prompt is its instructions, alike but for the
+        # example guess they show.
+        text = tokenizer.decode(traj.prompt_ids[t, b, : traj.prompt_length[t, b]])
+        return re.sub(r"\\boxed\{\d+\}", "", text)
+
+    first_prompt = reset_text(0, 0)
+    for b in range(8):
+        turn = 0
+        for t in range(AUTO_LOOP.steps):
+            assert traj.episode_turn[t, b] == turn
+            if turn == 0:
+                assert reset_text(t, b) == first_prompt
+                restarts += t > 0
+            turn = 0 if traj.episode_end[t, b] else turn + 1
+            assert turn < AUTO_LOOP.horizon
+        # Learned turns are exactly those up to the lane's last episode end.
+        ends = np.nonzero(traj.episode_end[:, b])[0]
+        last = ends[-1] if ends.size else -1
+        np.testing.assert_array_equal(traj.learn[:, b], np.arange(AUTO_LOOP.steps) <= last)
+    assert restarts >= 8, "episodes must restart within the rollout"
+    # A restarted episode feeds only past the instructions its lane's cache holds.
+    restarted = (traj.episode_turn == 0) & (np.arange(AUTO_LOOP.steps)[:, None] > 0)
+    assert np.all(traj.prompt_start[restarted] > 0)
+
+
+def test_auto_reset_replay_equals_the_rollout(auto_trainer, warmed, auto_played):
+    """The cache kept across a lane's episodes is what the learner's replay sees."""
+    replay = jax.jit(auto_trainer.rollout.response_log_probs)
+    np.testing.assert_allclose(
+        replay(warmed[0].params, auto_played), auto_played.token_log_probs, atol=1e-4
+    )
+
+
+def test_auto_reset_metrics_count_finished_episodes(auto_played):
+    traj = auto_played
+    metrics = token_metrics(traj)
+    finished = int(np.sum(traj.episode_end & traj.learn))
+    assert float(metrics.episode_count) == finished > 8
+    assert float(metrics.episodes.mean_turns) == pytest.approx(np.sum(traj.learn) / finished)
+    wins = np.sum(traj.success & traj.learn)
+    assert float(metrics.episodes.success) == pytest.approx(wins / finished)
+
+
+def test_auto_reset_update_learns_from_finished_episodes(auto_trainer, warmed, auto_played):
+    adv = np.asarray(advantages(auto_trainer.config, auto_played))
+    assert np.all(adv[~auto_played.learn] == 0.0)
+    assert np.any(adv[auto_played.learn] != 0.0)
+    state, metrics = jax.jit(auto_trainer.update)(warmed[0])
+    assert int(state.update) == int(warmed[0].update) + 1
+    assert np.isfinite(float(metrics.loss))
+    assert float(metrics.rollout.episode_count) > 0
+
+
+def test_auto_reset_settings_are_checked():
+    with pytest.raises(ValueError, match="set auto_reset"):
+        dataclasses.replace(LOOP, steps=8)
+    with pytest.raises(ValueError, match="steps must be an int >= 1"):
+        dataclasses.replace(LOOP, auto_reset=True, steps=0)
+    with pytest.raises(ValueError, match="grpo scores groups"):
+        dataclasses.replace(CONFIG, algo="grpo", group_size=4, loop=AUTO_LOOP)
+    assert dataclasses.replace(LOOP, auto_reset=True).lane_turns == LOOP.horizon
