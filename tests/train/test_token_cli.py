@@ -70,6 +70,9 @@ def test_cli_trains_a_token_agent_and_play_watches_it(tmp_path, capsys, monkeypa
         (["train", "--replay-episodes", "4"], "--replay-episodes does not apply to --policy mlp"),
         (["train", "--policy", "token", "--episodes", "6", "--replay-episodes", "4"], "divide"),
         (["train", "--policy", "token", "--algo", "ppo"], "algo must be one of"),
+        (["train", "--auto-reset", "8"], "--auto-reset does not apply to --policy mlp"),
+        (["train", "--policy", "token", "--algo", "grpo", "--auto-reset", "8"], "grpo scores"),
+        (["train", "--policy", "token", "--auto-reset", "0"], "--auto-reset"),
     ],
 )
 def test_token_flag_misuse_is_a_usage_error(argv, message, tmp_path, capsys):
