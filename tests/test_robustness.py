@@ -397,7 +397,7 @@ def test_debug_shows_the_traceback(capsys, tmp_path):
 @pytest.mark.parametrize("env_id", ALL_IDS)
 def test_train_defaults_fit_every_registered_id(env_id):
     """``gemjax train --env ID`` with every other flag at its default builds a
-    trainer (GuessTheNumber-hard's 128 x 7 turns hold fewer than the default 1,024
+    trainer (GuessTheNumber-hard's 256 x 7 turns hold fewer than the default 2,048
     transitions; word games keep their turn limits in their banks)."""
     from gemjax.train import make_train
 
