@@ -8,6 +8,8 @@ chat prompts), timed whole:
 * **device**: :meth:`TokenTrainer.update`, one jitted call: the kernel, the bridge's
   prompt rendering and parsing, the model's prefill and sampling, and the ReBN
   update of the replayed responses;
+* **auto-reset**: the same update with an auto-reset rollout of ``horizon`` turns a
+  lane (``TokenLoopConfig.auto_reset``): the same lane-turns, every one played;
 * **host**: the same model, sizes and update, with the text on the host as a GEM
   user's loop has it: ``gem-llm``'s envs with GEM's ``concat`` wrapper render the
   observation strings, the qwen3_game template wraps them, ``tokenizer(batch)``
@@ -17,9 +19,10 @@ chat prompts), timed whole:
 
 The model is first warmed up on the format (a few supervised steps) so episodes run
 several turns. Figures: env turns per second and generated tokens per second (both
-counted from the episodes played), the ratio device/host, and the share of the
-device update that the kernel and the bridge take (a rollout with the same
-responses forced, without the model, against the whole update). Prints a table and
+counted from the episodes played), per wall second and per CPU second of this
+process (the fairer figure on a shared machine), the ratios device/host, and the
+share of the device update's CPU time that the kernel and the bridge take (a rollout
+with the same responses forced, without the model). Prints a table and
 writes ``benchmarks/results/token_loop_<backend>.json`` (or ``--out``).
 
 Usage: ``python benchmarks/token_loop.py [--batches 256 1024] [--sizes default small]
@@ -35,7 +38,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gem as gem_llm
 import jax
@@ -60,13 +63,21 @@ LOOP = TokenLoopConfig(horizon=7, context=384, response_tokens=8, prefill_chunk=
 WARMUP_STEPS = 40
 
 
-def best_of(repeats: int, run: Any) -> float:
-    """The fastest of ``repeats`` timed calls of ``run`` (seconds)."""
+class Timing(NamedTuple):
+    """One timed call: wall seconds, and this process's CPU seconds (all its
+    threads; on a machine shared with other jobs, the fairer of the two)."""
+
+    wall: float
+    cpu: float
+
+
+def best_of(repeats: int, run: Any) -> Timing:
+    """The fastest (by wall time) of ``repeats`` timed calls of ``run``."""
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         jax.block_until_ready(run())
-        times.append(time.perf_counter() - start)
+        times.append(Timing(time.perf_counter() - start, time.process_time() - start_cpu))
     return min(times)
 
 
@@ -210,22 +221,33 @@ def measure(size: str, batch: int, repeats: int, warmup_steps: int) -> dict[str,
         "params": int(sum(x.size for x in jax.tree.leaves(state.params))),
         "batch": batch,
         "compile_s": compile_s,
-        "device_s": device_s,
-        "device_turns_per_s": played / device_s,
-        "device_tokens_per_s": tokens / device_s,
-        "host_s": host_s,
-        "host_turns_per_s": host_played / host_s,
-        "host_tokens_per_s": host_tokens / host_s,
-        "env_and_bridge_share": env_s / device_s,
-        "auto_reset_s": auto_s,
-        "auto_reset_turns_per_s": auto_played / auto_s,
-        "auto_reset_tokens_per_s": auto_tokens / auto_s,
+        **rates("device", device_s, played, tokens),
+        **rates("host", host_s, host_played, host_tokens),
+        **rates("auto_reset", auto_s, auto_played, auto_tokens),
+        "env_and_bridge_share": env_s.cpu / device_s.cpu,
         "auto_reset_episodes_learned": float(auto_metrics.rollout.episode_count),
         "mean_turns": played / batch,
     }
-    row["speedup"] = row["device_turns_per_s"] / row["host_turns_per_s"]
-    row["auto_reset_speedup"] = row["auto_reset_turns_per_s"] / row["host_turns_per_s"]
+    for name in ("device", "auto_reset"):
+        prefix = "" if name == "device" else f"{name}_"
+        row[f"{prefix}speedup"] = row[f"{name}_turns_per_s"] / row["host_turns_per_s"]
+        row[f"{prefix}speedup_cpu"] = (
+            row[f"{name}_turns_per_cpu_s"] / row["host_turns_per_cpu_s"]
+        )
     return row
+
+
+def rates(name: str, timing: Timing, turns: float, tokens: float) -> dict[str, float]:
+    """A loop's seconds and its turns and generated tokens per wall and per CPU
+    second, keyed ``{name}_...``."""
+    return {
+        f"{name}_s": timing.wall,
+        f"{name}_cpu_s": timing.cpu,
+        f"{name}_turns": turns,
+        f"{name}_turns_per_s": turns / timing.wall,
+        f"{name}_tokens_per_s": tokens / timing.wall,
+        f"{name}_turns_per_cpu_s": turns / timing.cpu,
+    }
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -245,8 +267,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     out = args.out or ROOT / "benchmarks" / "results" / f"token_loop_{backend}.json"
     rows: list[dict[str, Any]] = []
     header = (
-        f"{'size':>8} {'params':>8} {'batch':>6} {'device turns/s':>15} {'tokens/s':>10} "
-        f"{'host turns/s':>13} {'x host':>7} {'env+bridge':>11}"
+        f"{'size':>8} {'params':>8} {'batch':>6} {'device turns/s':>15} {'auto-reset':>11} "
+        f"{'host turns/s':>13} {'x host':>7} {'auto x host':>12} {'(CPU s)':>8} "
+        f"{'env+bridge':>11}"
     )
     print(header)
     for size in args.sizes:
@@ -254,9 +277,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             row = measure(size, batch, args.repeats, args.warmup_steps)
             rows.append(row)
             print(
-                f"{size:>8} {row['params']:>8} {batch:>6} {row['device_turns_per_s']:>15.0f} "
-                f"{row['device_tokens_per_s']:>10.0f} {row['host_turns_per_s']:>13.0f} "
-                f"{row['speedup']:>7.2f} {row['env_and_bridge_share']:>10.1%}",
+                f"{size:>8} {row['params']:>8} {batch:>6} {row['device_turns_per_s']:>15.1f} "
+                f"{row['auto_reset_turns_per_s']:>11.1f} {row['host_turns_per_s']:>13.1f} "
+                f"{row['speedup']:>7.2f} {row['auto_reset_speedup']:>12.2f} "
+                f"{row['auto_reset_speedup_cpu']:>8.2f} {row['env_and_bridge_share']:>10.1%}",
                 flush=True,
             )
             write_results(out, backend, rows, argv)

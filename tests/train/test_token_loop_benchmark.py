@@ -20,6 +20,10 @@ def test_quick_run_prints_the_table_and_writes_json(tmp_path, capsys):
     assert row["device_turns_per_s"] > 0 and row["host_turns_per_s"] > 0
     assert row["speedup"] == pytest.approx(row["device_turns_per_s"] / row["host_turns_per_s"])
     assert 0.0 < row["env_and_bridge_share"] < 1.0
+    assert 0 < row["auto_reset_turns"] <= 16 * bench.LOOP.horizon
+    assert row["auto_reset_speedup_cpu"] == pytest.approx(
+        row["auto_reset_turns_per_cpu_s"] / row["host_turns_per_cpu_s"]
+    )
     assert 1.0 <= row["mean_turns"] <= bench.LOOP.horizon
     saved = json.loads(out.read_text())
     assert saved["rows"] == [row]
