@@ -255,7 +255,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 
 def fit_default_transitions(config: TrainConfig) -> TrainConfig:
     """``config`` learning on every turn when a rollout holds fewer turns than the
-    default ``num_transitions`` (GuessTheNumber-hard: 128 episodes x 7 turns), so
+    default ``num_transitions`` (GuessTheNumber-hard: 256 episodes x 7 turns), so
     the defaults train every registered id."""
     from gemjax.registry import make
     from gemjax.train.trainer import horizon_of
@@ -577,7 +577,8 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--transitions",
         type=positive,
-        help="learning transitions per update (default 1024, or every turn when fewer)",
+        help=f"learning transitions per update (default {TrainConfig.num_transitions}, or "
+        "every turn when fewer)",
     )
     train.add_argument("--horizon", type=positive, help="rollout turns (default: max_turns)")
     train.add_argument("--group-size", type=positive, help="GRPO episodes per initial state")
