@@ -39,7 +39,7 @@ import numpy as np
 from flax import nnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from token_loop import best_of, host_rollout
+from token_loop import best_of, host_rollout, rates
 
 import gemjax
 from gemjax.tokenizer_bridge import TokenBridge, load_tokenizer
@@ -128,7 +128,7 @@ def measure(trainer: Any, batch: int, repeats: int) -> dict[str, Any]:
     compile_s = time.perf_counter() - start
     _, metrics = compiled(state)
     device_s = best_of(repeats, lambda: compiled(state))
-    played = float(metrics.rollout.episodes.mean_turns) * batch
+    played = float(metrics.rollout.turns_played)
     tokens = float(metrics.rollout.response_tokens) * played
     learn = jax.jit(trainer.learn)
     host_traj = host_rollout(trainer, state.params, batch, seed=0)
@@ -139,15 +139,12 @@ def measure(trainer: Any, batch: int, repeats: int) -> dict[str, Any]:
     row = {
         "batch": batch,
         "compile_s": compile_s,
-        "device_s": device_s,
-        "device_turns_per_s": played / device_s,
-        "device_tokens_per_s": tokens / device_s,
-        "host_s": host_s,
-        "host_turns_per_s": host_played / host_s,
-        "host_tokens_per_s": host_tokens / host_s,
+        **rates("device", device_s, played, tokens),
+        **rates("host", host_s, host_played, host_tokens),
         "mean_turns": played / batch,
     }
     row["speedup"] = row["device_turns_per_s"] / row["host_turns_per_s"]
+    row["speedup_cpu"] = row["device_turns_per_cpu_s"] / row["host_turns_per_cpu_s"]
     return row
 
 
