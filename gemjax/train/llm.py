@@ -465,24 +465,15 @@ class PretrainedTrainer(TokenTrainer):
     pretrained policy's weights instead of a fresh :class:`~gemjax.train.lm.TinyLM`.
 
     Attributes:
-        initial: the policy's ``nnx.Param`` state every :meth:`init` starts from.
+        initial: the policy's ``nnx.Param`` state every run starts from
+            (:meth:`initial_params`).
     """
 
     initial: Any = None
 
-    def init(self, key: jax.Array) -> TokenTrainState:
-        """A state at the pretrained weights (``key`` seeds sampling and the fixed
-        evaluation episodes, as in :meth:`TokenTrainer.init`)."""
-        _, eval_key, key = jax.random.split(key, 3)
-        params = jax.tree.map(jnp.asarray, self.initial)
-        return TokenTrainState(
-            params=params,
-            opt_state=self.optimizer.init(params),
-            key=key,
-            eval_key=eval_key,
-            warmup=jnp.int32(0),
-            update=jnp.int32(0),
-        )
+    def initial_params(self, key: jax.Array) -> Any:
+        """The pretrained weights (``key`` is not used: nothing is drawn)."""
+        return jax.tree.map(jnp.asarray, self.initial)
 
 
 def make_pretrained_train(

@@ -280,10 +280,10 @@ class TokenTrainer:
         return self.config.num_episodes * self.config.loop.lane_turns
 
     def init(self, key: jax.Array) -> TokenTrainState:
-        """A fresh state; the model's parameters are drawn from ``key``."""
+        """A fresh state: the parameters of :meth:`initial_params`, and the keys of
+        sampling and of the fixed evaluation episodes, all split from ``key``."""
         init_key, eval_key, key = jax.random.split(key, 3)
-        model = TinyLM(self.rollout.token_ids, self.config.model, nnx.Rngs(init_key))
-        params = nnx.state(model, nnx.Param)
+        params = self.initial_params(init_key)
         return TokenTrainState(
             params=params,
             opt_state=self.optimizer.init(params),
@@ -292,6 +292,12 @@ class TokenTrainer:
             warmup=jnp.int32(0),
             update=jnp.int32(0),
         )
+
+    def initial_params(self, key: jax.Array) -> Any:
+        """The ``nnx.Param`` state a run starts from: a fresh
+        :class:`~gemjax.train.lm.TinyLM` drawn from ``key``."""
+        model = TinyLM(self.rollout.token_ids, self.config.model, nnx.Rngs(key))
+        return nnx.state(model, nnx.Param)
 
     def _reset_keys(self, key: jax.Array) -> jax.Array:
         """key array[B]; GRPO repeats each group's key ``group_size`` times."""
