@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import numpy as np
@@ -38,6 +38,7 @@ CHECKPOINT_DIR = "checkpoints"
 CONFIG_FILE = "config.json"
 # Fields a resume may change: a longer run (never below the updates already done).
 RESUMABLE = frozenset({"num_updates"})
+TrainerT = TypeVar("TrainerT", bound=TokenTrainer)
 
 
 class RunMismatch(ValueError):
@@ -165,8 +166,14 @@ def run_settings(config: Any, seed: int) -> dict[str, Any]:
     (or its config class's ``POLICY``, ``"llm"`` for a pretrained agent)."""
     settings = {**dataclasses.asdict(config), "seed": seed}
     if isinstance(config, TokenTrainConfig):
-        settings["policy"] = getattr(config, "POLICY", "token")
+        settings["policy"] = policy_of(type(config))
     return json.loads(json.dumps(settings))
+
+
+def policy_of(config_class: type[TokenTrainConfig]) -> str:
+    """The ``--policy`` of a token agent's config class: its ``POLICY``, else
+    ``"token"``."""
+    return getattr(config_class, "POLICY", "token")
 
 
 def check_resume(
@@ -491,16 +498,36 @@ def load_token_run(out_dir: Path) -> tuple[TokenTrainer, TokenTrainState]:
     Raises:
         RunMismatch: ``out_dir`` holds no token agent's run, or no checkpoint.
     """
+    return load_run(out_dir, TokenTrainConfig, make_token_train)
+
+
+def load_run(
+    out_dir: Path,
+    config_class: type[TokenTrainConfig],
+    make_trainer: Callable[[Any], TrainerT],
+) -> tuple[TrainerT, TokenTrainState]:
+    """The trainer and latest checkpointed state of a token or pretrained agent's
+    run directory: its ``config.json`` read back as a ``config_class`` (whose policy,
+    :func:`policy_of`, it must record), the trainer ``make_trainer(config)`` and
+    the latest checkpoint restored into that trainer's state.
+
+    Raises:
+        RunMismatch: ``out_dir`` holds no run of that policy, or no checkpoint.
+    """
     path = out_dir / CONFIG_FILE
     if not path.is_file():
         raise RunMismatch(f"{out_dir} has no {CONFIG_FILE}: name a gemjax train --out")
     settings = json.loads(path.read_text())
-    if settings.pop("policy", None) != "token":
-        raise RunMismatch(f"{out_dir} holds no token agent (train with --policy token)")
+    policy = policy_of(config_class)
+    if settings.pop("policy", None) != policy:
+        raise RunMismatch(
+            f"{out_dir} holds no --policy {policy} run: name the --out of a "
+            f"gemjax train --policy {policy}"
+        )
     seed = settings.pop("seed")
     settings["model"] = TinyLMConfig(**settings["model"])
     settings["loop"] = TokenLoopConfig(**settings["loop"])
-    trainer = make_token_train(TokenTrainConfig(**settings))
+    trainer = make_trainer(config_class(**settings))
     checkpoints = (out_dir / CHECKPOINT_DIR).absolute()
     if not checkpoints.exists():
         raise RunMismatch(f"{out_dir} has no checkpoint yet")

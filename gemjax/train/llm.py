@@ -46,7 +46,6 @@ from transformers import PreTrainedTokenizerBase
 
 from gemjax.tokenizer_bridge.bridge import TokenBridge
 from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
-from gemjax.train.lm import TinyLMConfig
 from gemjax.train.token_rollout import TokenLoopConfig, TokenRollout
 from gemjax.train.token_trainer import (
     TokenTrainConfig,
@@ -589,33 +588,15 @@ def run_pretrained(
 
 
 def load_pretrained_run(out_dir: Path) -> tuple[PretrainedTrainer, TokenTrainState]:
-    """The trainer and latest checkpointed state of a ``--policy llm`` run.
+    """The trainer and latest checkpointed state of a ``--policy llm`` run
+    (:func:`gemjax.train.host.load_run`; the model folder is loaded again).
 
     Raises:
         gemjax.train.host.RunMismatch: no such run, or no checkpoint yet.
     """
-    import orbax.checkpoint as ocp
+    from gemjax.train.host import load_run
 
-    from gemjax.train.host import CHECKPOINT_DIR, CONFIG_FILE, RunMismatch, _restore
-
-    path = out_dir / CONFIG_FILE
-    if not path.is_file():
-        raise RunMismatch(f"{out_dir} has no {CONFIG_FILE}: name a gemjax train --out")
-    settings = json.loads(path.read_text())
-    if settings.pop("policy", None) != PretrainedTrainConfig.POLICY:
-        raise RunMismatch(f"{out_dir} holds no pretrained agent (train with --policy llm)")
-    seed = settings.pop("seed")
-    settings["model"] = TinyLMConfig(**settings["model"])
-    settings["loop"] = TokenLoopConfig(**settings["loop"])
-    trainer = make_run_trainer(PretrainedTrainConfig(**settings))
-    checkpoints = (out_dir / CHECKPOINT_DIR).absolute()
-    if not checkpoints.exists():
-        raise RunMismatch(f"{out_dir} has no checkpoint yet")
-    with ocp.CheckpointManager(checkpoints) as manager:
-        if manager.latest_step() is None:
-            raise RunMismatch(f"{out_dir} has no checkpoint yet")
-        state = _restore(manager, jax.jit(trainer.init)(jax.random.key(seed)), out_dir)
-    return trainer, state
+    return load_run(out_dir, PretrainedTrainConfig, make_run_trainer)
 
 
 @dataclass(frozen=True)
