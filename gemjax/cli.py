@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import re
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -352,15 +353,30 @@ def cmd_train_token(args: argparse.Namespace) -> int:
     config = token_train_config(args)
     from gemjax.train.host import load_token_run, run_token
 
-    with user_input(TRAIN_FLAGS):
-        result = run_token(
+    guard = functools.partial(user_input, TRAIN_FLAGS)
+    return train_token_agent(args, config, run_token, load_token_run, guard)
+
+
+def train_token_agent(
+    args: argparse.Namespace,
+    config: Any,
+    run: Callable[..., Any],
+    load: Callable[[Path], tuple[Any, Any]],
+    guard: Callable[[], contextlib.AbstractContextManager[None]],
+) -> int:
+    """Train a token or pretrained agent (``run(config, out, ...)``, within
+    ``guard()``, which turns bad input into usage errors), load its last checkpoint
+    (``load(out)``), print a greedy episode played through :mod:`gemjax.gem` and the
+    final row's greedy success, mean turns and format errors."""
+    with guard():
+        result = run(
             config,
             Path(args.out),
             seed=args.seed,
             checkpoint_every=args.checkpoint_every,
             progress=not args.no_progress,
         )
-        trainer, state = load_token_run(Path(args.out))
+        trainer, state = load(Path(args.out))
     from gemjax.train.token_agent import host_transcript
 
     print("A greedy episode of the trained agent, played through gemjax.gem:\n")
@@ -415,27 +431,7 @@ def cmd_train_llm(args: argparse.Namespace) -> int:
     config = llm_train_config(args)
     from gemjax.train.llm import load_pretrained_run, run_pretrained
 
-    with model_folder_input():
-        result = run_pretrained(
-            config,
-            Path(args.out),
-            seed=args.seed,
-            checkpoint_every=args.checkpoint_every,
-            progress=not args.no_progress,
-        )
-        trainer, state = load_pretrained_run(Path(args.out))
-    from gemjax.train.token_agent import host_transcript
-
-    print("A greedy episode of the trained agent, played through gemjax.gem:\n")
-    print(host_transcript(trainer.rollout, state.params, config.env_id, args.seed))
-    print()
-    last = result.records[-1]
-    print(
-        f"step {last['update']}: greedy success {last['success']:.3f}, "
-        f"mean turns {last['mean_turns']:.2f}, format errors {last['format_error_rate']:.3f}; "
-        f"compile {result.compile_seconds:.1f} s; wall {last['wall_s']:.1f} s"
-    )
-    return 0
+    return train_token_agent(args, config, run_pretrained, load_pretrained_run, model_folder_input)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
