@@ -4,7 +4,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[dev]"
+.venv/bin/python -m pip install -q -e ".[dev,llm]"
+# tunix itself, without its dependencies: the llm extra holds them, less tunix's
+# safetensors<0.8 pin, which would downgrade transformers (see pyproject.toml).
+.venv/bin/python -m pip install -q --no-deps "google-tunix==0.1.7"
 .venv/bin/ruff check .
 set +e
 # Two worker processes (pytest-xdist): most of the suite's time is XLA compiling,

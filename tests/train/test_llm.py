@@ -627,6 +627,28 @@ def test_gemjax_does_not_import_tunix():
     assert out.stdout.strip() == "False"
 
 
+def test_llm_extra_is_tunix_requirements_without_the_safetensors_pin():
+    """pyproject's ``llm`` extra lists the installed tunix's requirements (those of
+    no extra of tunix's), each with tunix's version range, but for safetensors,
+    whose ``<0.8`` pin it leaves out (tunix goes in with ``--no-deps``)."""
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+
+    def ranges(lines):
+        parsed = (Requirement(line) for line in lines)
+        return {canonicalize_name(r.name): str(r.specifier) for r in parsed if r.marker is None}
+
+    extra = ranges(pyproject["project"]["optional-dependencies"]["llm"])
+    tunix = ranges(requires("google-tunix"))
+    assert tunix.pop("safetensors") == "<0.8" and extra.pop("safetensors") == ""
+    assert extra == tunix
+
+
 def test_transformers_logits_agree(qwen3, qwen3_folder, sample_ids):
     """Where torch is installed: transformers' own Qwen3ForCausalLM on the folder."""
     torch = pytest.importorskip("torch")
