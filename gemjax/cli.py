@@ -1,4 +1,5 @@
-"""The ``gemjax`` command: ``list``, ``play ID``, ``bench``, ``train``, ``eval``.
+"""The ``gemjax`` command: ``list``, ``play ID``, ``bench``, ``train``, ``eval``,
+``export-adapters``.
 
 A usage error (a bad flag, an unknown id, settings that do not fit together or do
 not match the run being resumed) prints one line saying what is wrong and what to
@@ -487,6 +488,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_adapters(args: argparse.Namespace) -> int:
+    """``gemjax export-adapters RUN_DIR OUT_DIR``: a ``--policy llm --lora-rank R``
+    run's LoRA adapters in PEFT's layout."""
+    if not args.out_dir.strip():
+        raise UsageError("OUT_DIR must name a directory, got an empty string")
+    from gemjax.train.llm import export_run_adapters
+
+    with model_folder_input():
+        written = export_run_adapters(Path(args.run_dir), Path(args.out_dir))
+    for path in written:
+        print(path)
+    return 0
+
+
 def add_eval_parser(commands: argparse._SubParsersAction) -> None:
     """The ``eval`` subcommand (unset loop options take ``TokenLoopConfig``'s defaults)."""
     evaluate = commands.add_parser(
@@ -656,6 +671,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(run=cmd_bench)
     add_train_parser(commands)
     add_eval_parser(commands)
+    export = commands.add_parser(
+        "export-adapters",
+        help="write a --policy llm --lora-rank run's adapters as a PEFT LoRA adapter",
+    )
+    export.add_argument("run_dir", help="the run's --out directory")
+    export.add_argument("out_dir", help="where adapter_model.safetensors and its config go")
+    export.set_defaults(run=cmd_export_adapters)
     return parser
 
 

@@ -245,9 +245,7 @@ def with_lora(
         import qwix
     except ImportError as error:
         raise ImportError("LoRA needs qwix: pip install 'gemjax[llm]'") from error
-    provider = qwix.LoraProvider(
-        module_path=modules, rank=rank, alpha=float(2 * rank if alpha is None else alpha)
-    )
+    provider = qwix.LoraProvider(module_path=modules, rank=rank, alpha=lora_alpha(rank, alpha))
     model = qwix.apply_lora_to_model(
         policy.model, provider, **policy.model.get_model_input(), rngs=nnx.Rngs(seed)
     )
@@ -255,6 +253,12 @@ def with_lora(
     if not jax.tree.leaves(nnx.state(lora, nnx.LoRAParam)):
         raise ValueError(f"no module of the model matches the LoRA pattern {modules!r}")
     return lora
+
+
+def lora_alpha(rank: int, alpha: float | None = None) -> float:
+    """The adapters' scale numerator (their output is scaled by ``alpha / rank``):
+    ``alpha``, or twice the rank when it is ``None``."""
+    return float(2 * rank if alpha is None else alpha)
 
 
 def _is_variable(x: Any) -> bool:
@@ -597,6 +601,31 @@ def load_pretrained_run(out_dir: Path) -> tuple[PretrainedTrainer, TokenTrainSta
     from gemjax.train.host import load_run
 
     return load_run(out_dir, PretrainedTrainConfig, make_run_trainer)
+
+
+def export_run_adapters(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
+    """Write the LoRA adapters of a ``--policy llm --lora-rank R`` run's latest
+    checkpoint to ``out_dir`` in PEFT's layout
+    (:func:`gemjax.train.adapters.write_peft_adapters`), with the run's model folder
+    as the base model. Returns the files written.
+
+    Raises:
+        gemjax.train.host.RunMismatch: no such run, or no checkpoint yet.
+        ValueError: the run trained every weight (no adapters).
+    """
+    from gemjax.train.adapters import write_peft_adapters
+    from gemjax.train.host import CONFIG_FILE
+
+    run_dir = Path(run_dir)
+    path = run_dir / CONFIG_FILE
+    settings = json.loads(path.read_text()) if path.is_file() else {}
+    if settings.get("policy") == PretrainedTrainConfig.POLICY and not settings.get("lora_rank"):
+        # before the model is loaded: a full fine-tune has no adapters
+        raise ValueError(f"{run_dir} trained every weight (no --lora-rank): it has no adapters")
+    trainer, state = load_pretrained_run(run_dir)
+    config = trainer.config
+    alpha = lora_alpha(config.lora_rank, config.lora_alpha)
+    return write_peft_adapters(state.params, out_dir, alpha, config.model_folder)
 
 
 @dataclass(frozen=True)

@@ -386,6 +386,90 @@ def test_lora_trains_the_adapters_only(trainer, qwen3):
     assert size(state.opt_state) <= 2 * adapter_size + 8 < size(state.params)
 
 
+# --- adapters in PEFT's layout --------------------------------------------------------
+
+PROJECTIONS = ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"]
+
+
+def peft_merged(weights: dict, adapter: Path) -> dict:
+    """Hugging Face weights with a PEFT LoRA adapter merged as PEFT merges it:
+    ``W + lora_alpha / r * B @ A`` for each adapted module (float64)."""
+    from safetensors.numpy import load_file
+
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    tensors = load_file(str(adapter / "adapter_model.safetensors"))
+    merged = {name: value.astype(np.float64) for name, value in weights.items()}
+    for name, lora_a in tensors.items():
+        if name.endswith(".lora_A.weight"):
+            module = name.removeprefix("base_model.model.").removesuffix(".lora_A.weight")
+            lora_b = tensors[f"base_model.model.{module}.lora_B.weight"]
+            delta = lora_b.astype(np.float64) @ lora_a.astype(np.float64)
+            merged[f"{module}.weight"] += config["lora_alpha"] / config["r"] * delta
+    return merged
+
+
+def test_exported_adapters_reproduce_the_lora_policy(qwen3_folder, sample_ids, tmp_path):
+    """Random adapters (rank 4, alpha 6) written in PEFT's layout: each module's
+    lora_A is [r, in] and lora_B [out, r] of its Hugging Face weight [out, in], and
+    the base weights with them merged (NumPy) give the LoRA policy's logits, which
+    differ from the base model's."""
+    from safetensors.numpy import load_file
+
+    from gemjax.train.adapters import write_peft_adapters
+
+    folder, config, weights = qwen3_folder
+    policy, _ = load_pretrained(folder)
+    lora = with_lora(policy, rank=4, alpha=6.0, seed=3)
+    adapters = nnx.state(lora, nnx.LoRAParam)
+    rng = np.random.default_rng(5)
+    nnx.update(
+        lora, jax.tree.map(lambda x: rng.normal(0, 0.3, x.shape).astype(np.float32), adapters)
+    )
+    written = write_peft_adapters(
+        nnx.state(lora, nnx.Param), tmp_path / "adapter", 6.0, str(folder)
+    )
+    assert sorted(p.name for p in written) == ["adapter_config.json", "adapter_model.safetensors"]
+
+    settings = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert settings["peft_type"] == "LORA" and settings["task_type"] == "CAUSAL_LM"
+    assert (settings["r"], settings["lora_alpha"]) == (4, 6)
+    assert settings["target_modules"] == PROJECTIONS
+    assert settings["base_model_name_or_path"] == str(folder)
+    tensors = load_file(str(tmp_path / "adapter" / "adapter_model.safetensors"))
+    assert len(tensors) == 2 * len(PROJECTIONS) * config["num_hidden_layers"]
+    for layer in range(config["num_hidden_layers"]):
+        for name in PROJECTIONS:
+            block = "mlp" if name in ("down_proj", "gate_proj", "up_proj") else "self_attn"
+            module = f"model.layers.{layer}.{block}.{name}"
+            out_features, in_features = weights[f"{module}.weight"].shape
+            prefix = f"base_model.model.{module}."
+            assert tensors[prefix + "lora_A.weight"].shape == (4, in_features)
+            assert tensors[prefix + "lora_B.weight"].shape == (out_features, 4)
+            assert tensors[prefix + "lora_A.weight"].dtype == np.float32
+
+    merged = peft_merged(weights, tmp_path / "adapter")
+    got = np.asarray(jax.jit(lora.logits)(jnp.asarray(sample_ids[:1])))[0]
+    want = reference_logits(config, merged, sample_ids[0])[:, lora.token_ids]
+    np.testing.assert_allclose(got, want, **TOLERANCE)
+    base = reference_logits(config, weights, sample_ids[0])[:, lora.token_ids]
+    assert np.abs(got - base).max() > 0.1
+
+
+def test_adapter_export_refuses_bad_input(qwen3, tmp_path):
+    from gemjax.train.adapters import write_peft_adapters
+
+    policy, _ = qwen3
+    with pytest.raises(ValueError, match="no LoRA adapters"):
+        write_peft_adapters(nnx.state(policy, nnx.Param), tmp_path / "a", 4.0, "base")
+    lora = with_lora(policy, rank=2, modules=".*layers.*1.*q_proj")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="is a file"):
+        write_peft_adapters(nnx.state(lora, nnx.Param), tmp_path / "file", 4.0, "base")
+    write_peft_adapters(nnx.state(lora, nnx.Param), tmp_path / "one", 4.0, "base")
+    settings = json.loads((tmp_path / "one" / "adapter_config.json").read_text())
+    assert settings["target_modules"] == r"model\.layers\.1\.self_attn\.q_proj"
+
+
 def test_evaluation_on_device(qwen3):
     policy, tokenizer = qwen3
     result = evaluate_pretrained(policy, tokenizer, ENV_ID, episodes=5, loop=LOOP, batch=3)
@@ -514,6 +598,9 @@ def _cli(capsys, *argv: str) -> tuple[int, str, str]:
 def test_cli_usage_errors_are_one_line(qwen3_folder, tmp_path, capsys):
     folder = str(qwen3_folder[0])
     out = str(tmp_path / "run")
+    full = tmp_path / "full-run"  # a --policy llm run that trained every weight
+    full.mkdir()
+    (full / "config.json").write_text(json.dumps({"policy": "llm", "lora_rank": None}))
     cases = [
         (("train", "--policy", "llm", "--out", out), "needs --model"),
         (("train", "--policy", "token", "--model", folder, "--out", out), "--model does not"),
@@ -521,6 +608,9 @@ def test_cli_usage_errors_are_one_line(qwen3_folder, tmp_path, capsys):
         (("train", "--policy", "llm", "--model", str(tmp_path), "--out", out), "config.json"),
         (("eval", "--model", str(tmp_path / "none"), "--env", ENV_ID), "no model folder"),
         (("train", "--lora-rank", "4", "--out", out), "--lora-rank does not apply"),
+        (("export-adapters", str(tmp_path / "none"), out), "config.json"),
+        (("export-adapters", str(full), out), "no --lora-rank"),
+        (("export-adapters", str(full), ""), "OUT_DIR must name"),
     ]
     for argv, words in cases:
         status, _, err = _cli(capsys, *argv)
@@ -540,7 +630,7 @@ def test_cli_eval_reports_each_id(qwen3_folder, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_cli_train_llm_writes_a_run(qwen3_folder, tmp_path, capsys):
+def test_cli_train_llm_writes_a_run(qwen3_folder, sample_ids, tmp_path, capsys):
     out = tmp_path / "run"
     argv = ("train", "--policy", "llm", "--model", str(qwen3_folder[0]), "--env", ENV_ID)
     sizes = ("--updates", "1", "--eval-every", "1", "--episodes", "2", "--eval-episodes", "2")
@@ -555,6 +645,22 @@ def test_cli_train_llm_writes_a_run(qwen3_folder, tmp_path, capsys):
     assert settings["lora_rank"] == 2
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["phase"] for r in rows] == ["rl"]
+
+    adapter = tmp_path / "adapter"
+    status, text, _ = _cli(capsys, "export-adapters", str(out), str(adapter))
+    assert status == 0, text
+    assert (adapter / "adapter_model.safetensors").is_file()
+    settings = json.loads((adapter / "adapter_config.json").read_text())
+    assert (settings["r"], settings["lora_alpha"]) == (2, 4)
+    _, config, weights = qwen3_folder
+    trainer, state = load_pretrained_run(out)
+    model = trainer.rollout.model(state.params)
+    trained = np.asarray(jax.jit(model.logits)(jnp.asarray(sample_ids[:1])))[0]
+    merged = peft_merged(weights, adapter)
+    want = reference_logits(config, merged, sample_ids[0])[:, model.token_ids]
+    np.testing.assert_allclose(trained, want, **TOLERANCE)
+    base = reference_logits(config, weights, sample_ids[0])[:, model.token_ids]
+    assert np.abs(trained - base).max() > 1e-5  # the update moved the adapters
 
 
 # --- bad input ------------------------------------------------------------------------
