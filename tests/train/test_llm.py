@@ -726,7 +726,8 @@ def test_unsupported_rope_theta_of_qwen3(qwen3_folder, tmp_path):
 
 def test_gemjax_does_not_import_tunix():
     code = (
-        "import sys, gemjax, gemjax.train, gemjax.train.llm, gemjax.train.token_rollout;"
+        "import sys, gemjax, gemjax.cli, gemjax.train, gemjax.train.llm, gemjax.train.adapters,"
+        " gemjax.train.token_rollout;"
         "print('tunix' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
