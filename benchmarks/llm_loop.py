@@ -14,9 +14,10 @@ chat prompts). For each batch ``B``, one ReBN update timed whole:
 
 It also reports memory from the shapes (parameters, AdamW state with and without
 LoRA, KV cache per episode, the learner's replay logits per episode) and the batch
-that fits a device of ``--memory-gib`` GiB by that estimate (no measured point is
-taken here). ``--quick`` swaps in a 2-layer model of Qwen3's vocabulary and a
-small batch, to run on a CPU. Prints a table and writes
+that fits a device of ``--memory-gib`` GiB by that estimate; each measured batch
+checks the estimate against the compiled update's memory (XLA's buffer assignment:
+arguments, outputs and temporaries). ``--quick`` swaps in a 2-layer model of Qwen3's
+vocabulary and a small batch, to run on a CPU. Prints a table and writes
 ``benchmarks/results/llm_loop_<backend>[_quick].json`` (or ``--out``).
 
 Usage: ``python benchmarks/llm_loop.py [--batches 64 256] [--lora-rank 16] [--quick]
@@ -105,27 +106,52 @@ def memory(config: Any, policy: PretrainedLM, loop: TokenLoopConfig, lora_rank: 
     }
 
 
-def fitting_batch(mem: dict, gib: float, replay_episodes: int) -> dict:
-    """Episodes a rollout holds in ``gib`` GiB beside the weights, optimizer and
-    gradients (full fine-tuning) and one replay chunk of ``replay_episodes``."""
-    fixed = mem["params_bytes"] * 2 + mem["adamw_bytes"]  # weights, gradients, AdamW
+def update_bytes(mem: dict, replay_episodes: int) -> tuple[int, int]:
+    """The estimate's ``(fixed, per_episode)`` bytes of one full fine-tuning update:
+    weights, gradients, AdamW and one replay chunk of ``replay_episodes``; and each
+    episode's KV cache and prefill logits."""
+    fixed = mem["params_bytes"] * 2 + mem["adamw_bytes"]
     fixed += replay_episodes * mem["replay_logits_bytes_per_episode"]
     per_episode = mem["kv_cache_bytes_per_episode"] + mem["prefill_logits_bytes_per_episode"]
-    left = gib * GIB - fixed
+    return fixed, per_episode
+
+
+def fitting_batch(mem: dict, gib: float, replay_episodes: int) -> dict:
+    """Episodes a rollout holds in ``gib`` GiB by :func:`update_bytes`."""
+    fixed, per_episode = update_bytes(mem, replay_episodes)
     return {
         "memory_gib": gib,
         "replay_episodes": replay_episodes,
-        "batch": int(left // per_episode),
+        "batch": int((gib * GIB - fixed) // per_episode),
     }
 
 
-def measure(trainer: Any, batch: int, repeats: int) -> dict[str, Any]:
-    """Device and host updates of one batch."""
+def compiled_bytes(compiled: Any) -> int | None:
+    """The bytes XLA's buffer assignment gives a compiled update: its arguments,
+    outputs and temporaries, less the outputs aliasing arguments (``None`` where the
+    backend reports no memory analysis)."""
+    stats = compiled.memory_analysis()
+    if stats is None:
+        return None
+    return int(
+        stats.argument_size_in_bytes
+        + stats.output_size_in_bytes
+        + stats.temp_size_in_bytes
+        - stats.alias_size_in_bytes
+    )
+
+
+def measure(trainer: Any, batch: int, repeats: int, mem: dict) -> dict[str, Any]:
+    """Device and host updates of one batch, and the compiled update's memory against
+    the estimate of :func:`update_bytes` (the measured point of the estimate)."""
     state = trainer.init(jax.random.key(0))
     update = jax.jit(trainer.update)
     start = time.perf_counter()
     compiled = update.lower(state).compile()
     compile_s = time.perf_counter() - start
+    fixed, per_episode = update_bytes(mem, trainer.config.replay_episodes)
+    estimated = fixed + batch * per_episode
+    measured = compiled_bytes(compiled)
     _, metrics = compiled(state)
     device_s = best_of(repeats, lambda: compiled(state))
     played = float(metrics.rollout.turns_played)
@@ -139,6 +165,9 @@ def measure(trainer: Any, batch: int, repeats: int) -> dict[str, Any]:
     row = {
         "batch": batch,
         "compile_s": compile_s,
+        "estimated_bytes": estimated,
+        "compiled_bytes": measured,
+        "compiled_over_estimate": None if measured is None else measured / estimated,
         **rates("device", device_s, played, tokens),
         **rates("host", host_s, host_played, host_tokens),
         "mean_turns": played / batch,
@@ -181,7 +210,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             eval_every=1,
             replay_episodes=min(args.replay_episodes, batch),
         )
-        row = measure(make_pretrained_train(train, policy, bridge), batch, args.repeats)
+        row = measure(make_pretrained_train(train, policy, bridge), batch, args.repeats, mem)
         rows.append(row)
         print(
             f"{batch:6d} {row['device_turns_per_s']:11.2f} {row['host_turns_per_s']:9.2f} "
