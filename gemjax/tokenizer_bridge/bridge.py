@@ -48,11 +48,10 @@ from transformers import PreTrainedTokenizerBase
 
 from gemjax.checks import integer_array
 from gemjax.core import Environment, TimeStep
-from gemjax.lanes import chunk_lanes_for_backend, in_chunks, tree_where
+from gemjax.lanes import chunk_lanes_for_backend, in_chunks, tree_where, with_fallback
 from gemjax.text.templates import Board, MessageTable
 from gemjax.tokenizer_bridge.device_render import ProgramTable
 from gemjax.tokenizer_bridge.device_types import DeviceParsed, EchoText, TokenText
-from gemjax.tokenizer_bridge.fallback import with_fallback
 from gemjax.tokenizer_bridge.segments import (
     END,
     OTHER_NEXT,

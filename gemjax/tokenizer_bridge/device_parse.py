@@ -76,7 +76,7 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from gemjax.checks import integer_array
-from gemjax.lanes import tree_where
+from gemjax.lanes import run_with_fallback, tree_where, with_fallback
 from gemjax.text.grammar import (
     INT32_MAX,
     BoxedCommand,
@@ -87,7 +87,6 @@ from gemjax.text.grammar import (
     Grammar,
 )
 from gemjax.tokenizer_bridge.device_types import DeviceParsed, EchoText
-from gemjax.tokenizer_bridge.fallback import run_with_fallback, with_fallback
 from gemjax.tokenizer_bridge.tokenizers import token_bytes
 
 UNICODE_SIZE = 0x110000
@@ -1280,7 +1279,7 @@ class TokenParser:
     3. **lanes read byte by byte**: a response holding a token that is not valid
        UTF-8 alone, one longer than ``max_bytes`` slots, or whose last match does not
        fit the window is read by the full byte scan: only those lanes, an eighth of
-       the batch at a time (:func:`~gemjax.tokenizer_bridge.fallback.with_fallback`).
+       the batch at a time (:func:`~gemjax.lanes.with_fallback`).
 
     The result never depends on which way a lane was read.
 

@@ -32,6 +32,7 @@ from fuzz_cases import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gemjax.lanes import DEFAULT_SHARE
 from gemjax.text.grammar import BoxedInt, BoxedLetters
 from gemjax.tokenizer_bridge.device_parse import (
     TokenParser,
@@ -41,7 +42,6 @@ from gemjax.tokenizer_bridge.device_parse import (
     utf8_step,
     utf8_whole,
 )
-from gemjax.tokenizer_bridge.fallback import DEFAULT_SHARE
 
 GRAMMARS = game_grammars()
 WIDTH = 48  # token ids per case
