@@ -92,6 +92,7 @@ def test_chunk_lanes_for_backend() -> None:
         with pytest.raises(ValueError, match="chunk lanes"):
             chunk_lanes_for_backend(bad)  # type: ignore[arg-type]
 
+
 def exact(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The reference per-lane result: a scalar and a row."""
     return 2 * x + 1, jnp.stack([x, -x])

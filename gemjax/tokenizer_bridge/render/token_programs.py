@@ -1,7 +1,7 @@
 """Game text straight to token ids: programs compiled to token units.
 
-The code-point renderer (:mod:`~gemjax.tokenizer_bridge.device_render`) prints a
-message into a buffer of code points, which :mod:`~gemjax.tokenizer_bridge.segments`
+The code-point renderer (:mod:`~gemjax.tokenizer_bridge.render.programs`) prints a
+message into a buffer of code points, which :mod:`~gemjax.tokenizer_bridge.render.segments`
 then cuts and tokenizes: work per code point and per output token, every lane. This
 module compiles the same programs one step further, on the host, so that a lane's
 render is a few gathers per *unit* and one per output token.
@@ -44,7 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from gemjax.text.templates import Int, MessageTable, Template
-from gemjax.tokenizer_bridge.device_render import (
+from gemjax.tokenizer_bridge.device_types import EchoText
+from gemjax.tokenizer_bridge.render.programs import (
     DIGIT,
     ECHO,
     WITH_ECHO,
@@ -52,8 +53,7 @@ from gemjax.tokenizer_bridge.device_render import (
     ProgramTable,
     format_int_codepoints,
 )
-from gemjax.tokenizer_bridge.device_types import EchoText
-from gemjax.tokenizer_bridge.segments import SegmentTokenizer, encode_followed, sorted_search
+from gemjax.tokenizer_bridge.render.segments import SegmentTokenizer, encode_followed, sorted_search
 
 #: The texts a ``DIGIT`` part can print (variant index = position here).
 DIGIT_VARIANTS = ("", " ", "-", *"0123456789")
