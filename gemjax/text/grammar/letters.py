@@ -74,8 +74,8 @@ class BoxedLetters(Grammar):
     def parse(self, text: str) -> ParsedAction:
         group = self.last_groups(text)
         guess = group.upper().replace(" ", "") if group is not None else ""
-        codes = [self._codes.get(ch) for ch in guess]
-        if not guess or None in codes:
+        codes = [self._codes.get(ch, 0) for ch in guess]  # 0: no code
+        if not guess or 0 in codes:
             # No match; or a character outside the alphabet, which the alphabet's
             # construction rules out (kept total rather than raising).
             return ParsedAction(self.format_error(), False, {})

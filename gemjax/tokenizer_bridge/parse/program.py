@@ -107,9 +107,9 @@ class GrammarProgram:
         closed = present & (packed & CLOSED != 0)
         candidate = scan.candidate + opened.astype(jnp.int32)
         current = tree_where(opened, self.reader.init(), scan.current)
-        stepped, writes = self.reader.step(current, Feature(*self.features[symbol]))
+        stepped, step_writes = self.reader.step(current, Feature(*self.features[symbol]))
         current = tree_where(consumed, stepped, current)
-        writes = tuple(w._replace(slot=jnp.where(consumed, w.slot, -1)) for w in writes)
+        writes = tuple(w._replace(slot=jnp.where(consumed, w.slot, -1)) for w in step_writes)
         scan = ScanState(
             state=jnp.where(present, packed & STATE_MASK, state),
             candidate=candidate,
@@ -194,8 +194,8 @@ class GrammarProgram:
 
         def body(carry: Any, column: tuple[jax.Array, jax.Array]) -> tuple[Any, Any]:
             here, symbol = column
-            stepped, writes = self.reader.step(carry, Feature(*self.features[symbol]))
-            writes = tuple(w._replace(slot=jnp.where(here, w.slot, -1)) for w in writes)
+            stepped, step_writes = self.reader.step(carry, Feature(*self.features[symbol]))
+            writes = tuple(w._replace(slot=jnp.where(here, w.slot, -1)) for w in step_writes)
             return tree_where(here, stepped, carry), writes
 
         return jax.lax.scan(body, self.reader.init(), (take, symbols))

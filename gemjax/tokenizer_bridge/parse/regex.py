@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from gemjax.text.grammar import Reader
+from gemjax.text.grammar import Feature, Reader
 from gemjax.tokenizer_bridge.parse.utf8 import REPLACEMENT
 
 UNICODE_SIZE = 0x110000
@@ -72,7 +72,7 @@ def _atom_text(op: Any, av: Any) -> str:
     if op is sre.ANY:
         return "."
     if op is sre.IN:
-        parts = []
+        parts: list[str] = []
         for item_op, item_av in av:
             if item_op is sre.NEGATE:
                 parts.insert(0, "^")
@@ -331,6 +331,12 @@ def _check_shape(opener: list[np.ndarray], closer: np.ndarray, alphabet: np.ndar
             raise NotImplementedError("U+FFFD is part of the pattern")
 
 
+# Columns of a code point's key in :func:`build_symbols`: its opener bits, closer
+# flag and content-atom bits, then its :class:`~gemjax.text.grammar.Feature` columns.
+_KEY_OPENER, _KEY_CLOSER, _KEY_ATOMS, _KEY_FEATURES = range(4)
+_KEY_WIDTH = _KEY_FEATURES + len(Feature._fields)
+
+
 def build_symbols(box: BoxPattern, reader: Reader) -> SymbolTables:
     """Partition Unicode into symbols: code points that the tracker and ``reader``
     cannot tell apart share one; symbol 0 is every code point the pattern ignores.
@@ -349,31 +355,33 @@ def build_symbols(box: BoxPattern, reader: Reader) -> SymbolTables:
     keys: dict[int, list[int]] = {}
     for k, members in enumerate(opener):
         for cp in members.tolist():
-            keys.setdefault(cp, [0] * 8)[0] |= 1 << k
+            keys.setdefault(cp, [0] * _KEY_WIDTH)[_KEY_OPENER] |= 1 << k
     for cp in closer.tolist():
-        keys.setdefault(cp, [0] * 8)[1] = 1
+        keys.setdefault(cp, [0] * _KEY_WIDTH)[_KEY_CLOSER] = 1
     for i, members in enumerate(atom_sets):
         for cp in members.tolist():
-            keys.setdefault(cp, [0] * 8)[2] |= 1 << i
+            keys.setdefault(cp, [0] * _KEY_WIDTH)[_KEY_ATOMS] |= 1 << i
     codes = {ch: i + 1 for i, ch in enumerate(reader.alphabet)}
     for cp in alphabet.tolist():
         mapped = reader.case_map(chr(cp))
         if len(mapped) != 1:
             raise NotImplementedError(f"{chr(cp)!r} maps to {mapped!r}: not one character")
         digit = unicodedata.decimal(chr(cp)) if cp in digits else -1
-        keys[cp][3:] = [digit, cp in spaces, cp == 0x20, ord(mapped), codes.get(mapped, 0)]
-    distinct = {(0,) * 8: 0}
+        # In Feature's order: digit, space, ascii_space, mapped, code.
+        features = [digit, cp in spaces, cp == 0x20, ord(mapped), codes.get(mapped, 0)]
+        keys[cp][_KEY_FEATURES:] = features
+    distinct: dict[tuple[int, ...], int] = {(0,) * _KEY_WIDTH: 0}
     symbol = np.zeros(UNICODE_SIZE, np.int32)
     for cp, key in keys.items():
         symbol[cp] = distinct.setdefault(tuple(key), len(distinct))
     table = np.asarray(list(distinct), np.int64)
-    table[0, 3] = -1  # symbol 0 is no digit
+    table[0, _KEY_FEATURES + Feature._fields.index("digit")] = -1  # symbol 0 is no digit
     pages, block_index = np.unique(symbol.reshape(-1, BLOCK), axis=0, return_inverse=True)
     return SymbolTables(
         block_index=block_index.reshape(-1).astype(np.int32),
         blocks=pages.reshape(-1).astype(np.int32),
-        features=table[:, 3:].astype(np.int32),
-        opener_bits=table[:, 0],
-        closer=table[:, 1].astype(bool),
-        atoms=[int(a) for a in table[:, 2]],
+        features=table[:, _KEY_FEATURES:].astype(np.int32),
+        opener_bits=table[:, _KEY_OPENER],
+        closer=table[:, _KEY_CLOSER].astype(bool),
+        atoms=[int(a) for a in table[:, _KEY_ATOMS]],
     )
