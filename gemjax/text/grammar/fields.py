@@ -67,7 +67,19 @@ def read_numbers(groups: tuple[str, ...]) -> list[str] | None:
     return None if any(n is None for n in numbers) else numbers  # type: ignore[return-value]
 
 
-class BoxedInts(Grammar):
+class NumberFields(Grammar):
+    """A grammar whose kernel action is ``[head, n_0, n_1, ...]``, one number per
+    entry of ``int_slots`` after a head code (:class:`BoxedInts`,
+    :class:`BoxedCommand`)."""
+
+    int_slots: tuple[str, ...]
+
+    def format_error(self) -> np.ndarray:
+        """The kernel action of a format error (all zeros)."""
+        return np.zeros(1 + len(self.int_slots), np.int32)
+
+
+class BoxedInts(NumberFields):
     """``\\boxed{(\\d+)\\s(\\d+)...}``: ``len(int_slots)`` non-negative integers, each
     after **exactly one** whitespace character (Sudoku's ``\\boxed{1 2 5}``); GEM reads
     them with ``int()``.
@@ -82,10 +94,6 @@ class BoxedInts(Grammar):
             raise ValueError("BoxedInts needs at least one number")
         self.int_slots = tuple(int_slots)
         self.pattern = re.compile(r"\\boxed{" + r"\s".join([r"(\d+)"] * len(int_slots)) + "}")
-
-    def format_error(self) -> np.ndarray:
-        """The kernel action of a format error (all zeros)."""
-        return np.zeros(1 + len(self.int_slots), np.int32)
 
     def parse(self, text: str) -> ParsedAction:
         groups = self.last_groups(text)
@@ -109,7 +117,7 @@ class BoxedInts(Grammar):
         return FieldsReader(self.int_slots)
 
 
-class BoxedCommand(Grammar):
+class BoxedCommand(NumberFields):
     """``\\boxed{([a-zA-Z]+)\\s(\\d+)\\s(\\d+)...}``: an ASCII command word and
     ``len(int_slots)`` non-negative integers, each after **exactly one** whitespace
     character (Minesweeper's ``\\boxed{reveal 3 2}``). GEM lower-cases the word with
@@ -141,10 +149,6 @@ class BoxedCommand(Grammar):
     def unknown(self) -> int:
         """The command code of a word that is none of :attr:`commands`."""
         return len(self.commands) + 1
-
-    def format_error(self) -> np.ndarray:
-        """The kernel action of a format error (all zeros)."""
-        return np.zeros(1 + len(self.int_slots), np.int32)
 
     def parse(self, text: str) -> ParsedAction:
         groups = self.last_groups(text)
