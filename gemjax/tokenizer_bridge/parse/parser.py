@@ -65,10 +65,10 @@ class TokenParser:
     batched rule; an unbatched call is a batch of one):
 
     1. **Token pass**: one scan step per token id, one table lookup each
-       (:func:`token_effects`), marks where matches close; the last one, the token
-       where its opener starts and the match's byte span follow at once;
+       (:func:`~.token_pass.token_effects`), marks where matches close; the last one,
+       the token where its opener starts and the match's byte span follow at once;
     2. **window**: ``window_bytes`` bytes from that token, gathered and decoded at
-       once, give the action and echoes (:meth:`GrammarProgram.parse_symbols`);
+       once, give the action and echoes (:meth:`~.program.GrammarProgram.parse_symbols`);
     3. **lanes read byte by byte**: a response holding a token that is not valid
        UTF-8 alone, one longer than ``max_bytes`` slots, or whose last match does not
        fit the window is read by the full byte scan: only those lanes, an eighth of
