@@ -39,7 +39,7 @@ from fuzz_cases import (  # noqa: E402
     token_cases,
 )
 
-from gemjax.tokenizer_bridge.device_parse import TokenParser  # noqa: E402
+from gemjax.tokenizer_bridge.parse import TokenParser  # noqa: E402
 from gemjax.tokenizer_bridge.tokenizers import load_tokenizer  # noqa: E402
 
 WIDTH = 64

@@ -1,5 +1,6 @@
 """Imports point one way: the types, text, core and game layers never import the
-token bridge, the GEM facade, training, the testing kit or the CLI
+token bridge, the GEM facade, training, the testing kit or the CLI; inside the
+bridge, parsing and rendering are separate stages under ``bridge.py``
 (docs/architecture.md, Layers). Read from the source, so a lazy import inside a
 function counts too."""
 
@@ -29,7 +30,13 @@ LOWER = {
     "rng.py": None,
     "checks.py": None,
     "bitset.py": None,
+    "lanes.py": (),
 }
+# The token bridge's stages: each may import the bridge's shared modules and the
+# layers below the bridge, never another stage, ``bridge.py``, or a layer above.
+BRIDGE = "gemjax.tokenizer_bridge"
+BRIDGE_SHARED = (f"{BRIDGE}.device_types", f"{BRIDGE}.tokenizers")
+BRIDGE_STAGES = ("parse", "render")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -63,6 +70,20 @@ def test_lower_layers_import_nothing_above(entry: str) -> None:
             allowed = LOWER[entry]
             if allowed is not None and within(name, "gemjax") and not within(name, own):
                 assert any(within(name, a) for a in allowed), (path, name)
+
+
+@pytest.mark.parametrize("stage", BRIDGE_STAGES)
+def test_bridge_stages_import_only_below_them(stage: str) -> None:
+    own = f"{BRIDGE}.{stage}"
+    paths = files_of(f"tokenizer_bridge/{stage}")
+    assert paths
+    for path in paths:
+        for name in imported_modules(path):
+            if within(name, own) or not within(name, "gemjax"):
+                continue
+            assert not any(within(name, above) for above in ABOVE if above != BRIDGE), (path, name)
+            if within(name, BRIDGE):
+                assert any(within(name, shared) for shared in BRIDGE_SHARED), (path, name)
 
 
 def test_the_check_sees_imports() -> None:

@@ -12,8 +12,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+import gemjax
 from gemjax.core import Event
 from gemjax.envs.guess_the_number import MESSAGES, GuessTheNumber
+from gemjax.text.grammar import Grammar, Reader
 from gemjax.tokenizer_bridge import BoxedInt, Choice, Int, MessageTable, ParsedAction, Template
 
 INT32_MAX = 2**31 - 1
@@ -442,3 +444,29 @@ def test_grammar_rejects_non_strings():
     for bad in (b"\\boxed{3}", None, 3):
         with pytest.raises(TypeError):
             GRAMMAR.parse(bad)
+
+
+def test_a_grammar_without_a_device_reader_cannot_be_made():
+    """The device reader is part of the grammar protocol: a grammar class that lacks
+    one fails where it is instantiated (a game's constructor, so ``make``), naming it."""
+
+    class HostOnly(Grammar):
+        pattern = re.compile(r"\\boxed{(\d+)}")
+
+        def parse(self, text: str) -> ParsedAction:
+            return ParsedAction(0, False, {})
+
+        def render(self, action: np.ndarray) -> str:
+            return "\\boxed{0}"
+
+    with pytest.raises(TypeError, match="device_reader"):
+        HostOnly()
+
+
+@pytest.mark.parametrize("env_id", gemjax.list_envs())
+def test_every_game_grammar_has_its_device_reader(env_id):
+    grammar = gemjax.make(env_id).grammar
+    reader = grammar.device_reader()
+    assert isinstance(reader, Reader)
+    # The reader lives in the grammar's own module.
+    assert type(reader).__module__ == type(grammar).__module__

@@ -2,9 +2,10 @@
 
 The text layer's names are re-exported here. On device: ``bridge``
 (:class:`TokenBridge`: observations, suffixes and prompts rendered to token ids,
-actions parsed from token ids, inside ``jit``), built on ``device_render``,
-``segments`` and ``device_parse``; ``tokenizers`` loads tokenizers offline. Those
-need transformers and are imported on first use.
+actions parsed from token ids, inside ``jit``), built on ``render`` (message
+programs, segments, token programs) and ``parse`` (the regex compiler, UTF-8
+decoding, the token pass and :class:`TokenParser`); ``tokenizers`` loads tokenizers
+offline. Those need transformers and are imported on first use.
 """
 
 import importlib
@@ -15,7 +16,7 @@ from gemjax import text
 _LAZY = {
     "Prompt": "gemjax.tokenizer_bridge.bridge",
     "TokenBridge": "gemjax.tokenizer_bridge.bridge",
-    "TokenParser": "gemjax.tokenizer_bridge.device_parse",
+    "TokenParser": "gemjax.tokenizer_bridge.parse",
     "load_tokenizer": "gemjax.tokenizer_bridge.tokenizers",
 }
 

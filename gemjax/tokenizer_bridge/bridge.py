@@ -18,9 +18,9 @@ Guarantees (tested for every registered game with ``qwen3`` and ``bytes``):
 (a word, a letter guess) is written one token per UTF-8 byte.
 
 **Observations and suffixes** come from the game's token programs
-(:mod:`~gemjax.tokenizer_bridge.token_program`: canonical ids from host-tokenized
+(:mod:`~gemjax.tokenizer_bridge.render.token_programs`: canonical ids from host-tokenized
 units, a few gathers a unit); the lanes those cannot vouch for are rendered from code
-points and tokenized by segments (:mod:`~gemjax.tokenizer_bridge.segments`), as
+points and tokenized by segments (:mod:`~gemjax.tokenizer_bridge.render.segments`), as
 prompts are.
 
 **Prompts.** :meth:`prompt_start` / :meth:`prompt_step` keep a :class:`Prompt`: the
@@ -48,19 +48,19 @@ from transformers import PreTrainedTokenizerBase
 
 from gemjax.checks import integer_array
 from gemjax.core import Environment, TimeStep
-from gemjax.lanes import chunk_lanes_for_backend, in_chunks, tree_where
+from gemjax.lanes import chunk_lanes_for_backend, in_chunks, tree_where, with_fallback
 from gemjax.text.templates import Board, MessageTable
-from gemjax.tokenizer_bridge.device_render import ProgramTable
 from gemjax.tokenizer_bridge.device_types import DeviceParsed, EchoText, TokenText
-from gemjax.tokenizer_bridge.fallback import with_fallback
-from gemjax.tokenizer_bridge.segments import (
+from gemjax.tokenizer_bridge.parse import TokenParser, compile_grammar
+from gemjax.tokenizer_bridge.render.programs import ProgramTable
+from gemjax.tokenizer_bridge.render.segments import (
     END,
     OTHER_NEXT,
     SPECIAL_BASE,
     SegmentTokenizer,
     most_tokens,
 )
-from gemjax.tokenizer_bridge.token_program import TokenPrograms
+from gemjax.tokenizer_bridge.render.token_programs import TokenPrograms
 
 CHAT_PREFIX = (
     "<|im_start|>user\nYou are playing language games. Make valid actions to win.\nObservation: "
@@ -205,6 +205,11 @@ class TokenBridge:
         self.messages = ProgramTable(
             env.messages, echo_capacity, lead=(_with_markers(CHAT_PREFIX),)
         )
+        with jax.ensure_compile_time_eval():  # tables are constants, even if built in jit
+            # The grammar's device program (its reader, symbols and automaton), cached
+            # for the parser: a grammar the device cannot read fails here, not at the
+            # first parse.
+            compile_grammar(env.grammar, self.messages.echo_capacity)
         self.suffix_table = MessageTable(suffix=env.suffix)
         self.suffix = ProgramTable(
             self.suffix_table, echo_capacity, trail=(_with_markers(CHAT_TAIL),)
@@ -223,7 +228,7 @@ class TokenBridge:
         self.step_tokens = self.token_messages.longest(self.step_programs)
         self.non_canonical = self._build_table(np.random.default_rng(seed))
         self.vocab = self._vocabulary()
-        self._parser: Any = None
+        self._parser: TokenParser | None = None
 
     # --- code points ----------------------------------------------------------------
 
@@ -263,7 +268,7 @@ class TokenBridge:
         does not fit sets ``overflow``.
 
         A lane is rendered from its token program
-        (:class:`~gemjax.tokenizer_bridge.token_program.TokenPrograms`: canonical ids,
+        (:class:`~gemjax.tokenizer_bridge.render.token_programs.TokenPrograms`: canonical ids,
         a few gathers a unit) unless the program could not be tabulated, the lane
         prints a variant the tabulation excluded, or it repeats text the player typed;
         those lanes are rendered from code points (:meth:`render_codepoints`, or its
@@ -567,11 +572,9 @@ class TokenBridge:
     # --- parsing --------------------------------------------------------------------
 
     @property
-    def parser(self) -> Any:
-        """The device parser of the game's grammar (built on first use)."""
+    def parser(self) -> TokenParser:
+        """The device parser of the game's grammar (its token tables built on first use)."""
         if self._parser is None:
-            from gemjax.tokenizer_bridge.device_parse import TokenParser
-
             with jax.ensure_compile_time_eval():  # tables are constants, even if built in jit
                 self._parser = TokenParser(
                     self.env.grammar,

@@ -1,8 +1,8 @@
 """Fixed-shape values that the on-device bridge passes around (all jittable pytrees).
 
-The device parser (``device_parse``) produces :class:`DeviceParsed`, whose echoes the
-device renderer (``device_render``) prints where a message repeats what the player
-typed; rendered text is a :class:`TokenText`.
+The device parser (``parse``) produces :class:`DeviceParsed`, whose echoes the
+device renderer (``render``) prints where a message repeats what the player typed;
+rendered text is a :class:`TokenText`.
 """
 
 from __future__ import annotations

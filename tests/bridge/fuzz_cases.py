@@ -21,7 +21,7 @@ from gemjax.text.grammar import (
     Grammar,
     ParsedAction,
 )
-from gemjax.tokenizer_bridge.device_parse import TokenParser
+from gemjax.tokenizer_bridge.parse import TokenParser
 from gemjax.tokenizer_bridge.tokenizers import token_bytes
 
 # Pieces GEM-like responses and attacks are made of.

@@ -20,6 +20,7 @@ import pytest
 
 import gemjax
 from gemjax.gem.wrappers import ObservationWrapper
+from gemjax.text.grammar import BoxedLetters
 from gemjax.text.templates import Board
 from gemjax.tokenizer_bridge.bridge import CHAT_PREFIX, CHAT_TAIL, TokenBridge
 from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
@@ -544,3 +545,12 @@ def test_echoes_at_and_past_the_echo_buffer_flag_inexact_text(env_id):
             if not cut:
                 check_text(tokenizer, rendered, row, None, want)
         assert bool(history.overflow[row]) == cut, text
+
+
+def test_a_grammar_the_device_cannot_read_fails_at_construction():
+    """The grammar's device program is compiled when the bridge is built, so a grammar
+    the device parser refuses fails there, not at the first ``parse``."""
+    env = copy.copy(gemjax.make("game:GuessTheNumber-v0-hard"))
+    env.grammar = BoxedLetters(r"\\boxed{([a-z]+)!}", "abc", 3, "guess", "letters")
+    with pytest.raises(NotImplementedError, match="group to be the content"):
+        TokenBridge(env, load_tokenizer("bytes"))

@@ -32,16 +32,11 @@ from fuzz_cases import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gemjax.lanes import DEFAULT_SHARE
 from gemjax.text.grammar import BoxedInt, BoxedLetters
-from gemjax.tokenizer_bridge.device_parse import (
-    TokenParser,
-    compile_grammar,
-    decimal_text,
-    utf8_init,
-    utf8_step,
-    utf8_whole,
-)
-from gemjax.tokenizer_bridge.fallback import DEFAULT_SHARE
+from gemjax.text.grammar.reader import decimal_text
+from gemjax.tokenizer_bridge.parse import TokenParser, compile_grammar
+from gemjax.tokenizer_bridge.parse.utf8 import utf8_init, utf8_step, utf8_whole
 
 GRAMMARS = game_grammars()
 WIDTH = 48  # token ids per case

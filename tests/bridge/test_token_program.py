@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 import gemjax
 from gemjax.text.templates import MessageTable
 from gemjax.tokenizer_bridge.bridge import TokenBridge
-from gemjax.tokenizer_bridge.device_render import ProgramTable
-from gemjax.tokenizer_bridge.segments import SegmentTokenizer
-from gemjax.tokenizer_bridge.token_program import (
+from gemjax.tokenizer_bridge.render.programs import ProgramTable
+from gemjax.tokenizer_bridge.render.segments import SegmentTokenizer
+from gemjax.tokenizer_bridge.render.token_programs import (
     TokenPrograms,
     boundaries_verified,
     cut_between,

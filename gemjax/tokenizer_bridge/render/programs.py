@@ -19,7 +19,7 @@ code here.
 
 On device, rendering is gathers: program id -> parts -> per-part string spans,
 then one ``searchsorted`` over the span ends fills a fixed-capacity int32 buffer
-of Unicode code points. :mod:`gemjax.tokenizer_bridge.segments` turns that buffer
+of Unicode code points. :mod:`gemjax.tokenizer_bridge.render.segments` turns that buffer
 into token ids.
 """
 
@@ -47,7 +47,7 @@ from gemjax.text.templates import (
     Template,
 )
 from gemjax.tokenizer_bridge.device_types import EchoText
-from gemjax.tokenizer_bridge.segments import sorted_search
+from gemjax.tokenizer_bridge.render.segments import sorted_search
 
 TABLE, DIGIT, ECHO = 0, 1, 2
 SHOWN, WITHOUT_ECHO, WITH_ECHO = 0, 1, 2  # when a part prints

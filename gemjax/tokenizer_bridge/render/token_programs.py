@@ -1,7 +1,7 @@
 """Game text straight to token ids: programs compiled to token units.
 
-The code-point renderer (:mod:`~gemjax.tokenizer_bridge.device_render`) prints a
-message into a buffer of code points, which :mod:`~gemjax.tokenizer_bridge.segments`
+The code-point renderer (:mod:`~gemjax.tokenizer_bridge.render.programs`) prints a
+message into a buffer of code points, which :mod:`~gemjax.tokenizer_bridge.render.segments`
 then cuts and tokenizes: work per code point and per output token, every lane. This
 module compiles the same programs one step further, on the host, so that a lane's
 render is a few gathers per *unit* and one per output token.
@@ -34,6 +34,7 @@ unit ends) and its id (one gather).
 
 from __future__ import annotations
 
+import enum
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,7 +45,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from gemjax.text.templates import Int, MessageTable, Template
-from gemjax.tokenizer_bridge.device_render import (
+from gemjax.tokenizer_bridge.device_types import EchoText
+from gemjax.tokenizer_bridge.render.programs import (
     DIGIT,
     ECHO,
     WITH_ECHO,
@@ -52,15 +54,24 @@ from gemjax.tokenizer_bridge.device_render import (
     ProgramTable,
     format_int_codepoints,
 )
-from gemjax.tokenizer_bridge.device_types import EchoText
-from gemjax.tokenizer_bridge.segments import SegmentTokenizer, encode_followed, sorted_search
+from gemjax.tokenizer_bridge.render.segments import SegmentTokenizer, encode_followed, sorted_search
 
 #: The texts a ``DIGIT`` part can print (variant index = position here).
 DIGIT_VARIANTS = ("", " ", "-", *"0123456789")
+#: Variant indices in :data:`DIGIT_VARIANTS`: nothing printed, a padding space, a
+#: minus sign, and the digit ``0`` (digit ``d`` is ``ZERO_VARIANT + d``).
+EMPTY_VARIANT, SPACE_VARIANT, MINUS_VARIANT, ZERO_VARIANT = (
+    DIGIT_VARIANTS.index(text) for text in ("", " ", "-", "0")
+)
 #: The unit id of a number (its tokens are its digits, computed on device).
 NUMBER_UNIT = -1
+#: Table entries every program table starts with: the empty padding unit's one
+#: (empty) text, and the invalid entry of a spelled word that is not tabulated.
+EMPTY_ENTRY, UNTABULATED_WORD_ENTRY = 0, 1
 _NUMBER_STAND_IN = tuple("0123456789")  # a number's first and last characters, for boundaries
 _HASH_PRIME = 0x01000193
+#: Spelled-word keys are sums modulo this (uint32 arithmetic on device).
+_HASH_MODULUS = 2**32
 #: Units with more combinations than this are not tabulated (their programs render
 #: on the code-point path).
 MAX_UNIT_COMBINATIONS = 1 << 12
@@ -136,17 +147,66 @@ def _allowed(texts: tuple[str | None, ...]) -> list[str]:
     return [t for t in texts if t is not None]
 
 
+class UnitTerm(NamedTuple):
+    """A part whose variant a unit's combination reads.
+
+    Attributes:
+        part: the part's index in its program.
+        variants: how many variants it has (its radix in the combination).
+    """
+
+    part: int
+    variants: int
+
+
+class CompiledUnit(NamedTuple):
+    """One unit of a compiled program.
+
+    Attributes:
+        unit: its unit table id (:data:`NUMBER_UNIT` for a number).
+        terms: the parts its combination reads, in order.
+    """
+
+    unit: int
+    terms: tuple[UnitTerm, ...]
+
+
 @dataclass(frozen=True)
 class CompiledProgram:
     """One program as units: per unit its table id and the parts its combination reads.
 
     Attributes:
-        units: per unit, ``(unit table id, [(part index, variants)])``.
+        units: the program's units, in order.
         max_tokens: the most tokens the program can print.
     """
 
-    units: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
+    units: tuple[CompiledUnit, ...]
     max_tokens: int
+
+
+class UnitColumn(enum.IntEnum):
+    """Columns of the device unit table (one row per unit, as :class:`_Unit`)."""
+
+    BASE = 0
+    SPELLED_LOW = 1
+    SPELLED_HIGH = 2
+
+
+class EntryColumn(enum.IntEnum):
+    """Columns of the device entry table (one row per unit combination)."""
+
+    START = 0  # where its tokens start in the flat token table
+    LENGTH = 1  # how many tokens it has
+    VALID = 2  # 1 unless the combination is excluded
+
+
+class TermColumn(enum.IntEnum):
+    """Columns of a pack's terms table (one row per term of a unit slot)."""
+
+    ARG = 0  # the event arg a value part reads
+    DIGIT_SLOT = 1  # its character among the formatted ints, or -1 (not a DIGIT part)
+    VARIANTS = 2  # its variant count
+    FACTOR = 3  # its radix in the combination, or its hash multiplier (spelled units)
 
 
 def digit_texts(align: str, width: int, position: int) -> set[str]:
@@ -183,7 +243,7 @@ def _part_variants(part: Part, table: ProgramTable) -> tuple[str | None, ...]:
 
 def _hash_multipliers(count: int) -> np.ndarray:
     """uint32[count]: the key of a spelled word is ``sum(variant * multiplier) mod 2**32``."""
-    return np.asarray([pow(_HASH_PRIME, k, 2**32) for k in range(count)], np.uint64).astype(
+    return np.asarray([pow(_HASH_PRIME, k, _HASH_MODULUS) for k in range(count)], np.uint64).astype(
         np.uint32
     )
 
@@ -308,13 +368,93 @@ def _boundaries(pieces: Sequence[_Piece], merges: bool) -> list[_Boundary]:
     return boundaries
 
 
+class IntRead(NamedTuple):
+    """A formatted int that ``DIGIT`` parts read: its event arg and format spec index."""
+
+    arg: int
+    spec: int
+
+
 class _Pack(NamedTuple):
-    """Device tables of a set of programs (:meth:`TokenPrograms._pack`)."""
+    """Device tables of a set of programs (:meth:`TokenPrograms._pack`).
+
+    Attributes:
+        unit_ids: int32[programs, units] each unit slot's unit table id.
+        terms: int32[programs, units, terms, len(TermColumn)] each slot's terms.
+        compiled: bool[programs] the program is tabulated and in the set.
+        digit_reads: the ints the set's ``DIGIT`` parts read, in slot order.
+    """
 
     unit_ids: jax.Array
     terms: jax.Array
     compiled: jax.Array
-    digit_reads: list[tuple[int, int]]
+    digit_reads: list[IntRead]
+
+
+class _Unit(NamedTuple):
+    """A tabulated unit (host; the device unit table's row, :class:`UnitColumn`).
+
+    Attributes:
+        base: its first table entry.
+        spelled_low, spelled_high: its range of spelled words (empty: a dense unit,
+            whose entry is ``base`` plus its combination).
+    """
+
+    base: int
+    spelled_low: int
+    spelled_high: int
+
+
+class _SpelledWord(NamedTuple):
+    """A known word a spelled unit can print (sorted by key for the device search).
+
+    Attributes:
+        key: the hash of its variants (:func:`_hash_multipliers`).
+        variants: its letters' variant indices.
+        entry: its table entry.
+    """
+
+    key: int
+    variants: tuple[int, ...]
+    entry: int
+
+
+class _UnitKey(NamedTuple):
+    """What makes two units the same table (they are tokenized once).
+
+    Attributes:
+        pieces: per piece, its value part's position in the unit (-1: a literal) and
+            its texts.
+        followers, may_end: the boundary after the unit (:class:`_Boundary`).
+        spelled: the unit is tabulated for known words only.
+    """
+
+    pieces: tuple[tuple[int, tuple[str | None, ...]], ...]
+    followers: frozenset[str]
+    may_end: bool
+    spelled: bool
+
+
+class _SharedTables(NamedTuple):
+    """Device tables every program of a :class:`TokenPrograms` shares.
+
+    Attributes:
+        units: int32[units, len(UnitColumn)] the units (:class:`_Unit` rows).
+        spelled_keys: uint32[words] the spelled words' keys, sorted within each unit.
+        spelled_entries: int32[words] their table entries.
+        spelled_variants: int32[words, letters] their variants.
+        digit_ids: int32[10] the token of each ASCII digit.
+        entries: int32[entries, len(EntryColumn)] each entry's token span.
+        tokens: int32[tokens] every entry's tokens, end to end.
+    """
+
+    units: jax.Array
+    spelled_keys: jax.Array
+    spelled_entries: jax.Array
+    spelled_variants: jax.Array
+    digit_ids: jax.Array
+    entries: jax.Array
+    tokens: jax.Array
 
 
 class _OwnText:
@@ -379,12 +519,12 @@ class TokenPrograms:
         digit_ids = [encode(d, add_special_tokens=False) for d in "0123456789"]
         self.digits_are_tokens = segments.cuts_verified and all(len(i) == 1 for i in digit_ids)
         self._digit_ids = [i[0] for i in digit_ids] if self.digits_are_tokens else [0] * 10
-        self._unit_ids: dict[tuple, int] = {}
-        # Entry 0: the empty padding unit's one (empty) text; entry 1: a word not
-        # tabulated. Per unit: its first entry, and its range of spelled words.
+        self._unit_ids: dict[_UnitKey, int] = {}
+        # Per entry its tokens (None: invalid); the first two are EMPTY_ENTRY and
+        # UNTABULATED_WORD_ENTRY. Unit 0 is the empty padding unit.
         self._entries: list[list[int] | None] = [[], None]
-        self._units: list[tuple[int, int, int]] = [(0, 0, 0)]
-        self._spelled: list[tuple[int, tuple[int, ...], int]] = []  # (key, variants, entry)
+        self._units: list[_Unit] = [_Unit(EMPTY_ENTRY, 0, 0)]
+        self._spelled: list[_SpelledWord] = []
         programs = [self._compile(parts) for parts in table.programs] if self.enabled else []
         self.compiled = np.asarray(
             [p is not None for p in programs] or [False] * table.num_programs, bool
@@ -394,7 +534,7 @@ class TokenPrograms:
             np.int32,
         )
         self.num_entries = len(self._entries)
-        self._longest_spelled = max([high - low for _, low, high in self._units])
+        self._longest_spelled = max(u.spelled_high - u.spelled_low for u in self._units)
         self._programs = programs
         lengths = np.asarray([len(e) if e is not None else 0 for e in self._entries], np.int32)
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
@@ -417,26 +557,32 @@ class TokenPrograms:
 
     def _shared_tables(
         self, starts: np.ndarray, lengths: np.ndarray, valid: np.ndarray
-    ) -> dict[str, jax.Array]:
-        width = max([1] + [len(v) for _, v, _ in self._spelled])
+    ) -> _SharedTables:
+        width = max([1] + [len(word.variants) for word in self._spelled])
         spelled_variants = np.zeros((max(1, len(self._spelled)), width), np.int32)
-        for row, (_, variants, _) in enumerate(self._spelled):
-            spelled_variants[row, : len(variants)] = variants
-        return {
-            "units": jnp.asarray(np.asarray(self._units, np.int32)),
-            "spelled_keys": jnp.asarray(
-                np.asarray([k for k, _, _ in self._spelled] or [0], np.uint32)
+        for row, word in enumerate(self._spelled):
+            spelled_variants[row, : len(word.variants)] = word.variants
+        entries = np.zeros((len(starts), len(EntryColumn)), np.int32)
+        entries[:, EntryColumn.START] = starts
+        entries[:, EntryColumn.LENGTH] = lengths
+        entries[:, EntryColumn.VALID] = valid
+        return _SharedTables(
+            units=jnp.asarray(np.asarray(self._units, np.int32)),
+            spelled_keys=jnp.asarray(
+                np.asarray([word.key for word in self._spelled] or [0], np.uint32)
             ),
-            "spelled_entries": jnp.asarray(
-                np.asarray([e for _, _, e in self._spelled] or [1], np.int32)
+            spelled_entries=jnp.asarray(
+                np.asarray(
+                    [word.entry for word in self._spelled] or [UNTABULATED_WORD_ENTRY], np.int32
+                )
             ),
-            "spelled_variants": jnp.asarray(spelled_variants),
-            "digit_ids": jnp.asarray(np.asarray(self._digit_ids, np.int32)),
-            "entries": jnp.asarray(np.stack([starts, lengths, valid], axis=1)),
-            "tokens": jnp.asarray(
+            spelled_variants=jnp.asarray(spelled_variants),
+            digit_ids=jnp.asarray(np.asarray(self._digit_ids, np.int32)),
+            entries=jnp.asarray(entries),
+            tokens=jnp.asarray(
                 np.asarray([i for e in self._entries if e is not None for i in e] or [0], np.int32)
             ),
-        }
+        )
 
     # --- compile (host) ---------------------------------------------------------------
 
@@ -473,12 +619,12 @@ class TokenPrograms:
         max_tokens = 0
         for group, value, sparse in zip(groups, value_parts, spelled, strict=True):
             if group.number:
-                units.append((NUMBER_UNIT, ((group.pieces[0].part, 0),)))
+                units.append(CompiledUnit(NUMBER_UNIT, (UnitTerm(group.pieces[0].part, 0),)))
                 max_tokens += self.table.int_width
                 continue
             unit, longest = self._unit(group, value, variants, sparse)
             max_tokens += longest
-            units.append((unit, tuple((i, len(variants[i])) for i in value)))
+            units.append(CompiledUnit(unit, tuple(UnitTerm(i, len(variants[i])) for i in value)))
         return CompiledProgram(tuple(units), max_tokens)
 
     def _spells_words(
@@ -544,7 +690,7 @@ class TokenPrograms:
         unit): every combination of its parts, or (``spelled``) every known word."""
         order = {part: index for index, part in enumerate(value_parts)}
         end = group.end
-        key = (
+        key = _UnitKey(
             tuple((order.get(p.part, -1), p.texts) for p in group.pieces),
             end.followers,
             end.may_end,
@@ -564,11 +710,11 @@ class TokenPrograms:
             if spelled:
                 multipliers = _hash_multipliers(len(value_parts))
                 self._spelled += sorted(
-                    (int(np.dot(c, multipliers) % 2**32), c, base + row)
+                    _SpelledWord(int(np.dot(c, multipliers) % _HASH_MODULUS), c, base + row)
                     for row, c in enumerate(combinations)
                 )
             self._unit_ids[key] = len(self._units)
-            self._units.append((base, spelled_start, len(self._spelled)))
+            self._units.append(_Unit(base, spelled_start, len(self._spelled)))
         unit = self._unit_ids[key]
         base, low, high = self._units[unit]
         count = high - low if high > low else int(np.prod([len(variants[i]) for i in value_parts]))
@@ -608,8 +754,7 @@ class TokenPrograms:
     def _pack(self, selected: Sequence[int]) -> _Pack:
         """Device tables of the ``selected`` programs (the others are not compiled
         there): per program and unit slot, the unit id and the terms of its
-        combination, ``int32[programs, units, terms, 4]`` (the arg each value part
-        reads, its slot among the formatted ints or -1, its variant count, its radix)."""
+        combination (:class:`TermColumn`)."""
         key = tuple(sorted(set(selected)))
         if key in self._packs:
             return self._packs[key]
@@ -621,28 +766,32 @@ class TokenPrograms:
         num_units = max(1, *(len(r) for r in rows))
         num_terms = max([1] + [len(terms) for r in rows for _, terms in r])
         unit_ids = np.zeros((num_programs, num_units), np.int32)
-        terms_table = np.zeros((num_programs, num_units, num_terms, 4), np.int32)
-        terms_table[..., 1] = -1
-        digit_reads: list[tuple[int, int]] = []  # (arg, spec) of the ints DIGIT parts read
+        terms_table = np.zeros((num_programs, num_units, num_terms, len(TermColumn)), np.int32)
+        terms_table[..., TermColumn.DIGIT_SLOT] = -1
+        digit_reads: list[IntRead] = []
         for p, units in enumerate(rows):
             for u, (unit, terms) in enumerate(units):
                 unit_ids[p, u] = unit
                 radix = 1
-                multipliers = _hash_multipliers(len(terms)).astype(np.int64)
-                multipliers = np.where(multipliers >= 2**31, multipliers - 2**32, multipliers)
+                # The uint32 multipliers stored as int32 of the same bits.
+                multipliers = _hash_multipliers(len(terms)).view(np.int32)
                 for t in reversed(range(len(terms))):
-                    part = self.table.programs[p][terms[t][0]]
+                    part = self.table.programs[p][terms[t].part]
                     slot = -1
                     if part.kind == DIGIT:
-                        if (part.arg, part.spec) not in digit_reads:
-                            digit_reads.append((part.arg, part.spec))
-                        slot = digit_reads.index((part.arg, part.spec)) * self.table.int_width
-                        slot += part.position
+                        read = IntRead(part.arg, part.spec)
+                        if read not in digit_reads:
+                            digit_reads.append(read)
+                        slot = digit_reads.index(read) * self.table.int_width + part.position
                     number = unit == NUMBER_UNIT  # reads its int, combines nothing
-                    spelled = not number and self._units[unit][2] > self._units[unit][1]
+                    spelled = not number and (
+                        self._units[unit].spelled_high > self._units[unit].spelled_low
+                    )
                     factor = int(multipliers[t]) if spelled else 0 if number else radix
-                    terms_table[p, u, t] = (part.arg, slot, terms[t][1], factor)
-                    radix *= terms[t][1]
+                    row = terms_table[p, u, t]
+                    row[TermColumn.ARG], row[TermColumn.DIGIT_SLOT] = part.arg, slot
+                    row[TermColumn.VARIANTS], row[TermColumn.FACTOR] = terms[t].variants, factor
+                    radix *= terms[t].variants
         compiled = np.asarray([self.compiled[p] and p in key for p in range(num_programs)])
         with jax.ensure_compile_time_eval():  # constants, even when first used under jit
             pack = _Pack(
@@ -673,16 +822,18 @@ class TokenPrograms:
         """int32[U]: each unit's table entry: its first entry plus its combination
         (a mixed-radix number of its variants), or for a spelled unit the entry of the
         known word its variants spell (found by a binary search of the unit's sorted
-        keys, then checked variant by variant; entry 1, invalid, when none)."""
+        keys, then checked variant by variant; :data:`UNTABULATED_WORD_ENTRY`,
+        invalid, when none)."""
         shared = self._shared
-        base, low, high = (shared["units"][jnp.maximum(units, 0)][:, i] for i in range(3))
+        rows = shared.units[jnp.maximum(units, 0)]
+        base, low, high = (rows[:, column] for column in UnitColumn)
         code = jnp.sum(
             variant.astype(jnp.uint32) * jax.lax.bitcast_convert_type(factor, jnp.uint32), axis=-1
         )
         dense = base + code.astype(jnp.int32)
         if not self._spelled:
             return dense
-        keys = shared["spelled_keys"]
+        keys = shared.spelled_keys
         found, top = low, high
         for _ in range(max(1, int(np.ceil(np.log2(self._longest_spelled + 1))))):
             middle = (found + top) // 2
@@ -691,10 +842,10 @@ class TokenPrograms:
             found = jnp.where(right, middle + 1, found)
             top = jnp.where(active & ~right, middle, top)
         row = jnp.minimum(found, keys.shape[0] - 1)
-        stored = shared["spelled_variants"][row][:, : variant.shape[1]]
+        stored = shared.spelled_variants[row][:, : variant.shape[1]]
         same = jnp.all((stored == variant) | (size == 0), axis=1)
         hit = (found < high) & (keys[row] == code) & same
-        spelled = jnp.where(hit, shared["spelled_entries"][row], 1)
+        spelled = jnp.where(hit, shared.spelled_entries[row], UNTABULATED_WORD_ENTRY)
         return jnp.where(high > low, spelled, dense)
 
     def _echoes_match(
@@ -711,9 +862,9 @@ class TokenPrograms:
             match = match & (~printed[index] | ~echo.present | same)
         return match
 
-    def _digit_variants(self, args: jax.Array, reads: Sequence[tuple[int, int]]) -> jax.Array:
+    def _digit_variants(self, args: jax.Array, reads: Sequence[IntRead]) -> jax.Array:
         """int32[reads * int_width]: the variant index (in :data:`DIGIT_VARIANTS`) of
-        every character of every formatted int ``reads`` lists (``(arg, spec)``)."""
+        every character of every formatted int ``reads`` lists."""
         width = self.table.int_width
         if not reads:
             return jnp.zeros((width,), jnp.int32)
@@ -726,8 +877,12 @@ class TokenPrograms:
         digit = (chars >= ord("0")) & (chars <= ord("9"))
         return jnp.where(
             digit,
-            chars - ord("0") + 3,
-            jnp.where(chars == ord(" "), 1, jnp.where(chars == ord("-"), 2, 0)),
+            chars - ord("0") + ZERO_VARIANT,
+            jnp.where(
+                chars == ord(" "),
+                SPACE_VARIANT,
+                jnp.where(chars == ord("-"), MINUS_VARIANT, EMPTY_VARIANT),
+            ),
         ).astype(jnp.int32)
 
     def render(
@@ -757,22 +912,22 @@ class TokenPrograms:
         shared = self._shared
         program = self.table.program_index(kind, args)
         units, terms = pack.unit_ids[program], pack.terms[program]
-        arg, digit, size, radix = (terms[..., i] for i in range(4))
+        arg, digit, size, radix = (terms[..., column] for column in TermColumn)
         padded = jnp.concatenate([args.astype(jnp.int32), jnp.zeros((1,), jnp.int32)])
         table_variant = jnp.clip(padded[jnp.where(arg >= 0, arg, args.shape[0])], 0, size - 1)
         digits = self._digit_variants(args, pack.digit_reads)
         digit_variant = digits[jnp.maximum(digit, 0)]
         variant = jnp.where(digit >= 0, digit_variant, table_variant)
         entry = self._entry(units, variant, size, radix)
-        start, length, entry_valid = (shared["entries"][entry][:, i] for i in range(3))
+        start, length, entry_valid = (shared.entries[entry][:, column] for column in EntryColumn)
         # A number: its digits' tokens, read from the lane's own formatted ints.
         number = units == NUMBER_UNIT
         first = jnp.maximum(digit[:, 0], 0)  # the slot of the number's first character
         width = self.table.int_width
-        num_digits = jnp.sum((digits >= 3).reshape(-1, width), axis=1)[first // width]
+        num_digits = jnp.sum((digits >= ZERO_VARIANT).reshape(-1, width), axis=1)[first // width]
         start = jnp.where(number, first, start)
         length = jnp.where(number, num_digits, length)
-        entry_valid = jnp.where(number, digit_variant[:, 0] != 2, entry_valid > 0)  # no minus
+        entry_valid = jnp.where(number, digit_variant[:, 0] != MINUS_VARIANT, entry_valid > 0)
         valid = pack.compiled[program] & jnp.all(entry_valid)
         valid = valid & self._echoes_match(program, args, echoes)
         ends = jnp.cumsum(length)
@@ -780,8 +935,8 @@ class TokenPrograms:
         position = jnp.arange(capacity)
         unit = jnp.minimum(sorted_search(ends, position, side="right"), ends.shape[0] - 1)
         index = start[unit] + position - (ends[unit] - length[unit])
-        tokens = shared["tokens"]
-        digit_tokens = shared["digit_ids"][jnp.clip(digits - 3, 0, 9)]
+        tokens = shared.tokens
+        digit_tokens = shared.digit_ids[jnp.clip(digits - ZERO_VARIANT, 0, 9)]
         token = jnp.where(
             number[unit],
             digit_tokens[jnp.clip(index, 0, digit_tokens.shape[0] - 1)],
