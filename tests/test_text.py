@@ -51,7 +51,7 @@ def test_plain_template_pieces_and_render():
 )
 def test_int_format_spec(spec, value, text):
     slot = Int("r", format_spec=spec)
-    assert slot.render(value, {}) == text == format(value, spec)
+    assert slot.text({"r": value}, {}) == text == format(value, spec)
     t = Template("[{r}]", r=slot)
     assert t.render({"r": value}) == f"[{text}]"
     # numpy and JAX integers render as Python ints do.
@@ -76,7 +76,7 @@ def test_choice_slot():
     with pytest.raises(IndexError):
         t.render({"hint": 2, "guess": 4})
     # A Choice ignores echoes.
-    assert hint.render(0, {"hint": "sideways"}) == "higher"
+    assert hint.text({"hint": 0}, {"hint": "sideways"}) == "higher"
 
 
 def test_echo_override():
@@ -267,7 +267,7 @@ def test_instructions_and_suffix_match_gem(lo, hi, turns, example):
         "instructions", min_number=lo, max_number=hi, max_turns=turns, example=example
     )
     assert MESSAGES.render_event(event) == gem._get_instructions()
-    assert GuessTheNumber.suffix.render({}) == gem.get_task_suffix()
+    assert GuessTheNumber().suffix.render({}) == gem.get_task_suffix()
 
 
 # --- BoxedInt against GEM's parser ---------------------------------------------------------

@@ -31,8 +31,9 @@ def test_int_list_rendering():
     assert spaced.format_values(np.asarray([5, 6, 7], np.int32), 2) == "5 6"
     # Echoes replace the whole text, only for echo slots.
     echo = IntList("g", 4, length="n", echo=True)
-    assert echo.render([1, 2, 0, 0], 2, {"g": "[1, 2, 3, 4, 5]"}) == "[1, 2, 3, 4, 5]"
-    assert slot.render([1, 2, 0, 0], 2, {"g": "[9]"}) == "[1, 2]"
+    values = {"g": [1, 2, 0, 0], "n": 2}
+    assert echo.text(values, {"g": "[1, 2, 3, 4, 5]"}) == "[1, 2, 3, 4, 5]"
+    assert slot.text(values, {"g": "[9]"}) == "[1, 2]"
     for bad in [dict(size=0, length="n"), dict(size=2, length="g"), dict(size=2, length="a b")]:
         with pytest.raises(ValueError):
             IntList("g", **bad)

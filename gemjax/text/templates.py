@@ -7,6 +7,12 @@ The kernel never builds strings: its step reports an :class:`~gemjax.types.Event
 from that. The host renderer here produces ``str`` exactly as GEM prints it; the
 on-device token renderer reads the same declaration (the pieces of each template).
 
+Every slot renders through one signature, ``slot.text(values, echoes)``: ``values``
+maps each slot name of the table to its value (an int, or a sequence of ints for a
+list or board slot), ``echoes`` maps slot names to text the player typed. A
+:class:`Template` and a :class:`MessageTable` render with it, so there is one host
+renderer.
+
 Slot kinds:
 
 * :class:`Int`: an integer printed with a Python format spec (GEM's ``f"{r:2}"``).
@@ -42,6 +48,33 @@ import jax.numpy as jnp
 
 from gemjax.types import Event
 
+SlotValues = Mapping[str, "int | Sequence[int]"]
+"""Slot values by name: an int, or a sequence of ints for a list or board slot."""
+
+
+def _int_value(values: SlotValues, name: str) -> int:
+    """The int value of slot ``name``.
+
+    Raises:
+        KeyError: no value for ``name``. TypeError: a sequence where an int is due.
+    """
+    value = values[name]
+    if isinstance(value, Sequence):
+        raise TypeError(f"slot {name!r} takes an int, got a sequence of {len(value)}")
+    return int(value)
+
+
+def _int_values(values: SlotValues, name: str) -> Sequence[int]:
+    """The sequence value of list or board slot ``name``.
+
+    Raises:
+        KeyError: no value for ``name``. TypeError: an int where a sequence is due.
+    """
+    value = values[name]
+    if isinstance(value, int):
+        raise TypeError(f"slot {name!r} takes a sequence of ints, got {value!r}")
+    return value
+
 
 @dataclass(frozen=True)
 class Int:
@@ -61,11 +94,11 @@ class Int:
         if self.echo and self.format_spec:
             raise ValueError(f"echo slot {self.name!r} cannot have a format spec")
 
-    def render(self, value: int, echoes: Mapping[str, str]) -> str:
-        """Text of this slot for ``value`` (or the echoed text when there is one)."""
+    def text(self, values: SlotValues, echoes: Mapping[str, str]) -> str:
+        """Text of this slot (or the echoed text when there is one)."""
         if self.echo and self.name in echoes:
             return echoes[self.name]
-        return format(int(value), self.format_spec) if self.format_spec else str(int(value))
+        return format(_int_value(values, self.name), self.format_spec)
 
 
 @dataclass(frozen=True)
@@ -75,9 +108,9 @@ class Choice:
     name: str
     options: tuple[str, ...]
 
-    def render(self, value: int, echoes: Mapping[str, str]) -> str:
-        """Text of option ``value``."""
-        return self.options[int(value)]
+    def text(self, values: SlotValues, echoes: Mapping[str, str]) -> str:
+        """Text of the option its value indexes."""
+        return self.options[_int_value(values, self.name)]
 
 
 @dataclass(frozen=True)
@@ -116,11 +149,12 @@ class IntList:
             + self.brackets[1]
         )
 
-    def render(self, values: Sequence[int], length: int, echoes: Mapping[str, str]) -> str:
-        """Text of this slot (or the echoed text when there is one)."""
+    def text(self, values: SlotValues, echoes: Mapping[str, str]) -> str:
+        """Text of this slot (or the echoed text when there is one); ``values`` holds
+        its length slot's value too."""
         if self.echo and self.name in echoes:
             return echoes[self.name]
-        return self.format_values(values, length)
+        return self.format_values(_int_values(values, self.name), _int_value(values, self.length))
 
 
 @dataclass(frozen=True)
@@ -166,8 +200,8 @@ class Echo:
     name: str
     fallback: str = ""
 
-    def render(self, echoes: Mapping[str, str]) -> str:
-        """The echoed text, or the fallback."""
+    def text(self, values: SlotValues, echoes: Mapping[str, str]) -> str:
+        """The echoed text, or the fallback (``values`` is not read)."""
         return echoes.get(self.name, self.fallback)
 
 
@@ -226,25 +260,14 @@ class Board:
             )
         return "".join(lines)
 
-    def render(self, values: Sequence[int], rows: int | None, cols: int | None) -> str:
-        """Text of this slot."""
-        return self.format_values(values, rows, cols)
+    def text(self, values: SlotValues, echoes: Mapping[str, str]) -> str:
+        """Text of this slot; ``values`` holds its size slots' values too."""
+        rows = None if self.rows is None else _int_value(values, self.rows)
+        cols = None if self.cols is None else _int_value(values, self.cols)
+        return self.format_values(_int_values(values, self.name), rows, cols)
 
 
 Slot = Int | Choice | IntList | Echo | Board
-
-
-def _slot_text(slot: Slot, values: Mapping[str, object], echoes: Mapping[str, str]) -> str:
-    """Text of ``slot`` given every slot's value by name (a list slot reads its length)."""
-    if isinstance(slot, IntList):
-        return slot.render(values[slot.name], values[slot.length], echoes)  # type: ignore[arg-type]
-    if isinstance(slot, Echo):
-        return slot.render(echoes)
-    if isinstance(slot, Board):
-        rows = values[slot.rows] if slot.rows is not None else None
-        cols = values[slot.cols] if slot.cols is not None else None
-        return slot.render(values[slot.name], rows, cols)  # type: ignore[arg-type]
-    return slot.render(values[slot.name], echoes)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -263,7 +286,6 @@ class Template:
     text: str
     pieces: tuple[str | Slot, ...] = field(init=False)
     _format: str = field(init=False, repr=False, compare=False)
-    _named_format: str = field(init=False, repr=False, compare=False)
 
     def __init__(self, text: str, **slots: Slot) -> None:
         pieces: list[str | Slot] = []
@@ -293,17 +315,6 @@ class Template:
             for piece in pieces
         )
         object.__setattr__(self, "_format", "".join(escaped))
-        # The same with named fields (and Int format specs), for ``str.format_map``.
-        named = (
-            piece.replace("{", "{{").replace("}", "}}")
-            if isinstance(piece, str)
-            else "{"
-            + piece.name
-            + (f":{piece.format_spec}" if isinstance(piece, Int) and piece.format_spec else "")
-            + "}"
-            for piece in pieces
-        )
-        object.__setattr__(self, "_named_format", "".join(named))
 
     @property
     def slots(self) -> tuple[Slot, ...]:
@@ -314,16 +325,15 @@ class Template:
                 seen.setdefault(piece.name, piece)
         return tuple(seen.values())
 
-    def render(self, values: Mapping[str, object], echoes: Mapping[str, str] | None = None) -> str:
-        """The message with every slot filled from ``values`` (and ``echoes``).
+    def render(self, values: SlotValues, echoes: Mapping[str, str] | None = None) -> str:
+        """The message with every slot filled from ``values`` (and ``echoes``), each
+        through :meth:`Int.text` and its kin.
 
         ``values`` maps slot names to ints, and list slots to sequences of ints (their
         length slot's value must be in ``values`` too, even if not in this template).
         """
         echoes = echoes or {}
-        return self._format.format(
-            *[_slot_text(slot, values, echoes) for slot in self.slot_occurrences]
-        )
+        return self._format.format(*[slot.text(values, echoes) for slot in self.slot_occurrences])
 
     @property
     def slot_occurrences(self) -> tuple[Slot, ...]:
@@ -389,34 +399,10 @@ class MessageTable:
                 arg_names.append(name)
             self.arg_slices[name] = slice(start, len(arg_names))
         self.arg_names: tuple[str, ...] = tuple(arg_names)
-        # Per kind: the named format string, its Choice slots and its list slots.
-        self._renderers = [
-            (
-                t._named_format,
-                [(c.name, c.options) for c in t.slots if isinstance(c, Choice)],
-                [
-                    (c, self.arg_slices[c.name].start, c.size, c.length)
-                    for c in t.slots
-                    if isinstance(c, IntList)
-                ],
-            )
-            for t in templates.values()
-        ]
-        self._echo_names = tuple(
-            name for name, slot in slots.items() if isinstance(slot, Int) and slot.echo
-        )
-        # Per kind: its Board slots and its Echo slots (fallback texts).
-        self._boards = [
-            [(c, self.arg_slices[c.name].start) for c in t.slots if isinstance(c, Board)]
-            for t in templates.values()
-        ]
-        self._echo_texts = [
-            [(c.name, c.fallback) for c in t.slots if isinstance(c, Echo)]
-            for t in templates.values()
-        ]
+        self._by_kind = tuple(templates.values())
         # Memoisation: a message's text depends only on the args its slots read (and on
         # the echoes, for templates with echo slots).
-        self._memo: dict[tuple, str] = {}
+        self._memo: dict[tuple[Any, ...], str] = {}
         self._memo_keys = [self._memo_key(t) for t in templates.values()]
 
     def _memo_key(self, template: Template) -> tuple[Callable[[Sequence[int]], Any], bool]:
@@ -536,35 +522,12 @@ class MessageTable:
         if text is None:
             if len(self._memo) >= MEMO_SIZE:
                 self._memo.clear()
-            text = self._memo[key] = self._render(kind, args, echoes or {})
+            text = self._memo[key] = self._by_kind[kind].render(self.values(args), echoes)
         return text
 
-    def _render(self, kind: int, args: Sequence[int], echoes: Mapping[str, str]) -> str:
-        text_format, choices, lists = self._renderers[int(kind)]
-        values: dict[str, object] = dict(zip(self.arg_names, map(int, args), strict=True))
-        for name, options in choices:
-            values[name] = options[values[name]]  # type: ignore[index]
-        for slot, start, size, length in lists:
-            if echoes and slot.echo and slot.name in echoes:
-                values[slot.name] = echoes[slot.name]
-            else:
-                values[slot.name] = slot.format_values(args[start : start + size], values[length])  # type: ignore[arg-type]
-        for board, start in self._boards[int(kind)]:
-            values[board.name] = board.format_values(
-                args[start : start + board.size],
-                None if board.rows is None else values[board.rows],  # type: ignore[arg-type]
-                None if board.cols is None else values[board.cols],  # type: ignore[arg-type]
-            )
-        for name, fallback in self._echo_texts[int(kind)]:
-            values[name] = (echoes or {}).get(name, fallback)
-        if echoes:
-            for name in self._echo_names:
-                if name in echoes:
-                    values[name] = echoes[name]
-        return text_format.format_map(values)
-
-    def values(self, args: Sequence[int]) -> dict[str, object]:
-        """Slot values by name (a list of ints for a list slot) of an args vector."""
+    def values(self, args: Sequence[int]) -> dict[str, int | Sequence[int]]:
+        """Slot values by name (a list of ints for a list or board slot) of an args
+        vector, as :meth:`Template.render` takes them."""
         ints = list(map(int, args))
         return {
             name: ints[sl] if isinstance(self.slots[name], IntList | Board) else ints[sl.start]
