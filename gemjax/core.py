@@ -13,6 +13,17 @@ Conventions (the gymnax/Jumanji lineage, made stricter):
 * The kernel reports *which* message applies (an :class:`Event`); text is rendered
   from events by the game's :mod:`gemjax.text` declaration (on the host) or the
   token bridge (on device), never built in the kernel.
+
+A game is three declared interfaces, each checked by ``gemjax.make``:
+
+* :class:`Environment`, the kernel (abstract methods; a missing one fails at
+  construction), with its text declaration (:class:`TextDeclaration`: ``messages``,
+  ``suffix`` and ``grammar``, set per instance in ``__init__``);
+* :class:`GemMirror`, the side-by-side mirror of a live ``gem-llm`` env that
+  :func:`gemjax.gem.from_gem` and the parity harness use;
+* optional capabilities: :class:`ActionMasking` (``valid_action_mask``, for the
+  trainer's masking ablation) and :meth:`Environment.printed_words` (a word game's
+  list, default none).
 """
 
 from __future__ import annotations
@@ -20,8 +31,9 @@ from __future__ import annotations
 import abc
 import functools
 import random
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -37,10 +49,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INT32_MAX",
+    "ActionMasking",
     "Environment",
     "Event",
+    "GemMirror",
     "Rewards",
+    "TextDeclaration",
     "TimeStep",
+    "Variant",
     "check_int_action",
     "counted_action",
     "saturate_action",
@@ -51,14 +67,29 @@ INT32_MAX = 2**31 - 1
 
 TState = TypeVar("TState")
 TParams = TypeVar("TParams")
+TState_contra = TypeVar("TState_contra", contravariant=True)
+
+
+class TextDeclaration(Protocol):
+    """A game's text, read by the text API, the token bridge and the testing kit.
+
+    Attributes:
+        messages: the ``MessageTable``; its first message is the reset
+            ``"instructions"`` and it has a ``"format_error"`` message.
+        suffix: the ``Template`` GEM returns in ``info["suffix"]``.
+        grammar: the host action parser (and renderer) of the game's responses.
+    """
+
+    messages: MessageTable
+    suffix: Template
+    grammar: Grammar
 
 
 class Environment(abc.ABC, Generic[TState, TParams]):
     """A GEM game as a pure JAX state machine.
 
-    Subclasses set the class attributes ``messages`` (their ``MessageTable``, whose
-    first entry is the reset instructions), ``suffix`` (the ``Template`` GEM returns
-    in ``info["suffix"]``) and ``grammar`` (the host action parser), and implement
+    Subclasses set, in ``__init__``, the instance attributes of
+    :class:`TextDeclaration` (``messages``, ``suffix``, ``grammar``), and implement
     the abstract methods. ``step_uses_key`` tells wrappers whether ``step`` draws
     randomness; when it does not, an auto-reset can spend the whole key on ``reset``.
     ``reset_info_has_suffix`` tells the GEM text API whether ``reset`` returns
@@ -133,26 +164,17 @@ class Environment(abc.ABC, Generic[TState, TParams]):
     def suffix_values(self, state: TState) -> Mapping[str, jax.Array]:
         """Slot values of :attr:`suffix` for ``state``."""
 
-    @classmethod
-    def gem_opening(cls, gem_env: Any, rng: random.Random) -> None:
-        """Play the moves on a live ``gem-llm`` env (with ``rng``'s choices) after
-        which its state mirrors exactly (``state_from_gem``) for a side-by-side
-        run: GEM draws some hidden state inside ``step`` from its global RNG, which
-        no mirror can reproduce. None by default."""
+    @abc.abstractmethod
+    def random_action(self, key: jax.Array, state: TState) -> jax.Array:
+        """A random well-formed action in ``state`` (never a format error), as GEM's
+        ``sample_random_action`` draws it where GEM has one (the text API's
+        ``sample_random_action``, the token trainer's format warm-up)."""
 
     def printed_words(self, params: TParams) -> tuple[str, ...]:
-        """Words the game's text can show besides its templates' fixed text, as printed
-        (a word game's list); a token bridge tokenizes them ahead of time. None by
-        default."""
+        """Optional capability: words the game's text can show besides its templates'
+        fixed text, as printed (a word game's list); a token bridge tokenizes them
+        ahead of time. None by default."""
         return ()
-
-    def random_action(self, key: jax.Array, state: TState) -> jax.Array:
-        """A random well-formed action, as GEM's ``sample_random_action`` draws it.
-
-        The default samples :meth:`action_space` of the default params; games whose
-        GEM sampler is narrower (GuessTheNumber: inside the range) override it.
-        """
-        return self.action_space(self.default_params).sample(key)
 
     @property
     def name(self) -> str:
@@ -183,13 +205,100 @@ class Environment(abc.ABC, Generic[TState, TParams]):
         return ts.observation
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.config == other.config  # type: ignore[attr-defined]
+        return type(self) is type(other) and self.config == other.config
 
     def __hash__(self) -> int:
         return hash((type(self), self.config))
 
     def __repr__(self) -> str:
         return f"{self.name}{self.config}"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A game's registered configuration: GEM's fixed values, or its ``-random``
+    variant (drawn at every reset) when the constructor got None.
+
+    Every game's constructor builds one with :meth:`of`; ``values`` are the fixed
+    values, or for ``-random`` the capacities its arrays are sized for.
+
+    Attributes:
+        randomize: the ``-random`` variant.
+        values: ints, in the order of the constructor's arguments.
+    """
+
+    randomize: bool
+    values: tuple[int, ...]
+
+    @classmethod
+    def of(
+        cls,
+        given: Mapping[str, int | None],
+        random_values: Sequence[int],
+        check: Callable[..., None],
+        all_or_none: bool = False,
+    ) -> Variant:
+        """The variant of the constructor arguments ``given`` (name -> value): ``-random``
+        with ``random_values`` when any is None, else the given ints; ``check(*values)``
+        raises on impossible values (the game's range checks).
+
+        Raises:
+            ValueError: ``all_or_none`` and only some values are None, or ``check``'s.
+        """
+        missing = [name for name, value in given.items() if value is None]
+        if all_or_none and 0 < len(missing) < len(given):
+            raise ValueError(
+                f"give {', '.join(given)} together, or none of them for the random variant"
+            )
+        if missing:
+            variant = cls(True, tuple(int(v) for v in random_values))
+        else:
+            variant = cls(False, tuple(int(v) for v in given.values() if v is not None))
+        check(*variant.values)
+        return variant
+
+    @property
+    def config(self) -> tuple[Any, ...]:
+        """The hashable static configuration: ``("random",)`` or the values."""
+        return ("random",) if self.randomize else self.values
+
+
+class GemMirror(abc.ABC, Generic[TState]):
+    """A game that mirrors a ``gem-llm`` env, for :func:`gemjax.gem.from_gem` and the
+    GEM parity harness (:mod:`gemjax.testing.parity`): mixed into the game's
+    :class:`Environment` subclass.
+
+    Attributes:
+        gem_class_name: the class name of the GEM env mirrored (``"SudokuEnv"``).
+    """
+
+    gem_class_name: ClassVar[str]
+
+    @classmethod
+    @abc.abstractmethod
+    def kwargs_from_gem(cls, gem_env: Any) -> dict[str, Any]:
+        """The constructor kwargs of the game matching a live GEM env's configuration."""
+
+    @abc.abstractmethod
+    def state_from_gem(self, gem_env: Any) -> TState:
+        """The kernel state equal to a live GEM env's (for side-by-side stepping)."""
+
+    @classmethod
+    def gem_opening(cls, gem_env: Any, rng: random.Random) -> None:
+        """Play the moves on a live ``gem-llm`` env (with ``rng``'s choices) after
+        which its state mirrors exactly (``state_from_gem``) for a side-by-side
+        run: GEM draws some hidden state inside ``step`` from its global RNG, which
+        no mirror can reproduce. None by default."""
+
+
+@runtime_checkable
+class ActionMasking(Protocol[TState_contra]):
+    """Optional capability: the kernel actions that are legal in a state, laid out as
+    a flat policy's logits (``gemjax.train``'s ``mask_invalid``)."""
+
+    def valid_action_mask(self, state: TState_contra) -> jax.Array:
+        """bool[L]: action ``i`` is neither a format error nor illegal in ``state``."""
+        ...
 
 
 def _with_input_checks(method: Callable[..., Any], check_state: bool) -> Callable[..., Any]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gemjax.checks import check_kwargs
-from gemjax.core import Environment
+from gemjax.core import Environment, GemMirror
 from gemjax.text import Grammar, MessageTable, Template
 
 
@@ -70,32 +70,40 @@ def make(env_id: str, **kwargs: Any) -> Environment:
     env_spec = spec(env_id)
     check_kwargs(env_spec.factory, kwargs)
     env = env_spec.factory(**{**env_spec.kwargs, **kwargs})
-    check_text_declaration(env)
+    check_protocol(env)
     env.validate_params(env.default_params)
     return env
 
 
-def check_text_declaration(env: Environment) -> None:
-    """Raise unless ``env`` declares its text as the protocol asks: ``messages`` a
+def check_protocol(env: Environment) -> None:
+    """Raise unless ``env`` declares what the game protocol asks (called by
+    ``gemjax.make``): its text (:class:`~gemjax.core.TextDeclaration`: ``messages`` a
     ``MessageTable`` whose first message is ``"instructions"`` and which has a
-    ``"format_error"`` message, ``suffix`` a ``Template`` and ``grammar`` a
-    ``Grammar`` (the text API, the token bridge and the testing kit read them).
+    ``"format_error"`` message, ``suffix`` a ``Template``, ``grammar`` a ``Grammar``),
+    a :class:`~gemjax.core.GemMirror`'s ``gem_class_name`` (a non-empty string), and optional
+    capabilities that are callable where present.
 
     Raises:
         TypeError: a member is missing or of another type, naming it.
     """
+    game = type(env).__name__
     for name, kind in (("messages", MessageTable), ("suffix", Template), ("grammar", Grammar)):
         value = getattr(env, name, None)
         if not isinstance(value, kind):
-            raise TypeError(
-                f"{type(env).__name__}.{name} must be a {kind.__name__}, got {type(value).__name__}"
-            )
+            raise TypeError(f"{game}.{name} must be a {kind.__name__}, got {type(value).__name__}")
     names = env.messages.names
     if names[0] != "instructions" or "format_error" not in names:
         raise TypeError(
-            f"{type(env).__name__}.messages must start with 'instructions' and have a "
+            f"{game}.messages must start with 'instructions' and have a "
             f"'format_error' message, got {names}"
         )
+    if isinstance(env, GemMirror):
+        gem_name = getattr(env, "gem_class_name", None)
+        if not isinstance(gem_name, str) or not gem_name:
+            raise TypeError(f"{game}.gem_class_name must name GEM's env class, got {gem_name!r}")
+    for capability in ("valid_action_mask", "printed_words"):
+        if hasattr(env, capability) and not callable(getattr(env, capability)):
+            raise TypeError(f"{game}.{capability} must be a method")
 
 
 def list_envs() -> list[str]:

@@ -83,6 +83,12 @@ class Wrapper(Environment):
     def suffix_values(self, state: Any) -> Mapping[str, jax.Array]:
         return self.env.suffix_values(self.inner_state(state))
 
+    def random_action(self, key: jax.Array, state: Any) -> jax.Array:
+        return self.env.random_action(key, self.inner_state(state))
+
+    def printed_words(self, params: Any) -> tuple[str, ...]:
+        return self.env.printed_words(params)
+
     def reset(self, key: jax.Array, params: Any) -> tuple[Any, TimeStep]:
         return self.env.reset(key, params)
 
@@ -92,8 +98,7 @@ class Wrapper(Environment):
         return self.env.step(key, state, action, params)
 
 
-@struct.dataclass
-class AutoResetState:
+class AutoResetState(struct.PyTreeNode):
     """``inner``: the wrapped env's state; ``reset_pending``: bool[], next-step mode's
     flag that the previous step ended an episode (always False in same-step mode)."""
 
@@ -189,8 +194,7 @@ class AutoReset(Wrapper):
         return AutoResetState(inner, pending), self._with_final(ts, final, reset)
 
 
-@struct.dataclass
-class EpisodeStatisticsState:
+class EpisodeStatisticsState(struct.PyTreeNode):
     """``inner`` state plus the running ``episode_return`` (float32[]) and
     ``episode_length`` (int32[]) of the current episode."""
 

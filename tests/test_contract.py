@@ -60,19 +60,43 @@ def test_classifier_names_every_message_of_each_table() -> None:
         assert classify("no message looks like this") == "other"
 
 
-def test_make_checks_the_text_declaration() -> None:
-    """``make`` refuses a game whose text members are missing or mistyped."""
+def test_make_checks_the_game_protocol() -> None:
+    """``make`` refuses a game whose text members, GEM mirror name or capabilities
+    are missing or mistyped, naming the member."""
     from gemjax.envs import GuessTheNumber
-    from gemjax.registry import check_text_declaration
+    from gemjax.registry import check_protocol
     from gemjax.text import MessageTable, Template
 
-    class NoGrammar(GuessTheNumber):
-        grammar = None
-
-    class NoFormatError(GuessTheNumber):
-        messages = MessageTable(instructions=Template("Play."))
-
-    for game, match in ((NoGrammar, "grammar must be a Grammar"), (NoFormatError, "format_error")):
+    cases = (
+        ("grammar", None, "grammar must be a Grammar"),
+        ("messages", MessageTable(instructions=Template("Play.")), "format_error"),
+        ("gem_class_name", "", "gem_class_name must name GEM's env class"),
+        ("valid_action_mask", 3, "valid_action_mask must be a method"),
+    )
+    for member, value, match in cases:
+        env = GuessTheNumber(min_number=1, max_number=5, max_turns=3)
+        setattr(env, member, value)
         with pytest.raises(TypeError, match=match):
-            check_text_declaration(game(min_number=1, max_number=5, max_turns=3))
-    check_text_declaration(gemjax.make("game:GuessTheNumber-v0-easy"))
+            check_protocol(env)
+    check_protocol(gemjax.make("game:GuessTheNumber-v0-easy"))
+
+
+def test_a_game_without_its_protocol_methods_fails_at_construction() -> None:
+    """A game that leaves out ``random_action`` (kernel) or ``state_from_gem`` /
+    ``kwargs_from_gem`` (GEM mirror) cannot be built: the error names the method."""
+    from gemjax.core import Environment, GemMirror
+    from gemjax.envs import GuessTheNumber
+
+    own = {
+        name: value
+        for name, value in vars(GuessTheNumber).items()
+        if name == "__init__" or (not name.startswith("__") and name != "_abc_impl")
+    }
+    complete = type("Complete", (Environment, GemMirror), own)
+    complete(min_number=1, max_number=5, max_turns=3)
+    for member in ("random_action", "state_from_gem", "kwargs_from_gem"):
+        without = {name: value for name, value in own.items() if name != member}
+        partial = type("Partial", (Environment, GemMirror), without)
+        with pytest.raises(TypeError, match=member):
+            partial(min_number=1, max_number=5, max_turns=3)
+

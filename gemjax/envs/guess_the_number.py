@@ -35,7 +35,15 @@ import jax.numpy as jnp
 from flax import struct
 
 from gemjax import bitset
-from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
+from gemjax.core import (
+    Environment,
+    Event,
+    GemMirror,
+    Rewards,
+    TimeStep,
+    Variant,
+    check_int_action,
+)
 from gemjax.rng import below, bits, random_words
 from gemjax.spaces import Discrete
 from gemjax.text.grammar import BoxedInt
@@ -79,11 +87,12 @@ MESSAGES = MessageTable(
     max_turns=Template("You have reached the maximum number of turns."),
 )
 
+SUFFIX = Template("Enter your next guess.")
+
 HINT_NONE, HINT_HIGHER, HINT_LOWER, HINT_CORRECT = 0, 1, 2, 3
 
 
-@struct.dataclass
-class GuessTheNumberParams:
+class GuessTheNumberParams(struct.PyTreeNode):
     """Dynamic parameters (sweepable without recompiling).
 
     Attributes:
@@ -99,8 +108,7 @@ class GuessTheNumberParams:
     rewards: Rewards = struct.field(default_factory=Rewards)
 
 
-@struct.dataclass
-class GuessTheNumberState:
+class GuessTheNumberState(struct.PyTreeNode):
     """One episode.
 
     Attributes (int32[] unless said):
@@ -132,7 +140,9 @@ def ceil_sqrt(n: jax.Array) -> jax.Array:
     return root + (root * root < n)
 
 
-class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
+class GuessTheNumber(
+    Environment[GuessTheNumberState, GuessTheNumberParams], GemMirror[GuessTheNumberState]
+):
     """GuessTheNumber as a kernel. See the module docstring for rules and shapes.
 
     Args:
@@ -141,9 +151,6 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
     """
 
     gem_class_name = "GuessTheNumberEnv"
-    messages = MESSAGES
-    suffix = Template("Enter your next guess.")
-    grammar = BoxedInt("guess")
     step_uses_key = False
 
     def __init__(
@@ -152,20 +159,18 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
         max_number: int | None = 20,
         max_turns: int | None = 20,
     ) -> None:
-        given = [v is not None for v in (min_number, max_number, max_turns)]
-        self.randomize = not any(given)
-        if any(given) and not all(given):
-            raise ValueError(
-                "give min_number, max_number and max_turns together, "
-                "or none of them for the random variant"
-            )
-        if self.randomize:
-            self._defaults = (RANDOM_MIN_RANGE[0], RANDOM_MAX_NUMBER, 9)
-        else:
-            self._defaults = (int(min_number), int(max_number), int(max_turns))  # type: ignore[arg-type]
-        self._check_range(*self._defaults)
+        self.variant = Variant.of(
+            {"min_number": min_number, "max_number": max_number, "max_turns": max_turns},
+            random_values=(RANDOM_MIN_RANGE[0], RANDOM_MAX_NUMBER, 9),
+            check=self._check_range,
+            all_or_none=True,
+        )
+        self.randomize, self._defaults = self.variant.randomize, self.variant.values
         # Numbers 0..capacity-1 can be marked as guessed.
         self.capacity = self._defaults[1] + 1
+        self.messages = MESSAGES
+        self.suffix = SUFFIX
+        self.grammar = BoxedInt("guess")
 
     @staticmethod
     def _check_range(min_number: int, max_number: int, max_turns: int) -> None:
@@ -182,7 +187,7 @@ class GuessTheNumber(Environment[GuessTheNumberState, GuessTheNumberParams]):
 
     @property
     def config(self) -> tuple[Any, ...]:
-        return ("random",) if self.randomize else self._defaults
+        return self.variant.config
 
     @property
     def default_params(self) -> GuessTheNumberParams:

@@ -157,8 +157,7 @@ def suffix_for(size: int) -> Template:
     )
 
 
-@struct.dataclass
-class HangmanState:
+class HangmanState(struct.PyTreeNode):
     """One episode.
 
     Attributes (int32 unless said):

@@ -52,7 +52,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Environment, Event, Rewards, TimeStep, counted_action
+from gemjax.core import (
+    Environment,
+    Event,
+    GemMirror,
+    Rewards,
+    TimeStep,
+    Variant,
+    counted_action,
+)
 from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.text.grammar import BoxedIntList
@@ -116,8 +124,7 @@ def messages_for(size: int) -> MessageTable:
     )
 
 
-@struct.dataclass
-class MastermindParams:
+class MastermindParams(struct.PyTreeNode):
     """Dynamic parameters (ignored by ``-random``, which draws them at every reset).
 
     Attributes:
@@ -135,8 +142,7 @@ class MastermindParams:
     rewards: Rewards = struct.field(default_factory=Rewards)
 
 
-@struct.dataclass
-class MastermindState:
+class MastermindState(struct.PyTreeNode):
     """One episode.
 
     Attributes (int32 unless said):
@@ -196,7 +202,7 @@ def sample_distinct(bits: jax.Array, n: jax.Array, k: jax.Array, cap: int) -> ja
     return jnp.where(jnp.arange(bits.shape[0]) < k, jnp.stack(drawn), 0).astype(jnp.int32)
 
 
-class Mastermind(Environment[MastermindState, MastermindParams]):
+class Mastermind(Environment[MastermindState, MastermindParams], GemMirror[MastermindState]):
     """Mastermind as a kernel. See the module docstring for rules and shapes.
 
     Args:
@@ -207,7 +213,6 @@ class Mastermind(Environment[MastermindState, MastermindParams]):
     """
 
     gem_class_name = "MastermindEnv"
-    suffix = Template("Enter your guess.")
     step_uses_key = False
     reset_info_has_suffix = False
 
@@ -218,16 +223,17 @@ class Mastermind(Environment[MastermindState, MastermindParams]):
         max_turns: int | None = 20,
         duplicate_numbers: bool = False,
     ) -> None:
-        self.randomize = code_length is None or num_numbers is None or max_turns is None
+        self.variant = Variant.of(
+            {"code_length": code_length, "num_numbers": num_numbers, "max_turns": max_turns},
+            random_values=tuple(max(column) for column in zip(*RANDOM_CONFIGS, strict=True)),
+            check=self._check,
+        )
+        self.randomize, self._defaults = self.variant.randomize, self.variant.values
         self.duplicate_numbers = bool(duplicate_numbers)
-        if self.randomize:
-            self._defaults = tuple(max(c[i] for c in RANDOM_CONFIGS) for i in range(3))
-        else:
-            self._defaults = (int(code_length), int(num_numbers), int(max_turns))  # type: ignore[arg-type]
-        self._check(*self._defaults)
         self.size, self.max_number, self.history = self._defaults
         self.num_words = -(-(self.max_number**self.size) // 32)
         self.messages = messages_for(self.size)
+        self.suffix = Template("Enter your guess.")
         self.grammar = BoxedIntList("guess", self.size, count_slot="entries")
 
     @staticmethod
@@ -249,9 +255,7 @@ class Mastermind(Environment[MastermindState, MastermindParams]):
 
     @property
     def config(self) -> tuple[Any, ...]:
-        if self.randomize:
-            return ("random", self.duplicate_numbers)
-        return (*self._defaults, self.duplicate_numbers)
+        return (*self.variant.config, self.duplicate_numbers)
 
     @property
     def default_params(self) -> MastermindParams:

@@ -56,7 +56,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
+from gemjax.core import (
+    Environment,
+    Event,
+    GemMirror,
+    Rewards,
+    TimeStep,
+    Variant,
+    check_int_action,
+)
 from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.text.grammar import BoxedCommand
@@ -135,8 +143,7 @@ def suffix_for(shape: tuple[int, int]) -> Template:
     return Template("Here is the current board layout:\n{board}\nEnter your guess.", board=board)
 
 
-@struct.dataclass
-class MinesweeperParams:
+class MinesweeperParams(struct.PyTreeNode):
     """Dynamic parameters (ignored by ``-random``, which draws them at every reset).
 
     Attributes:
@@ -154,8 +161,7 @@ class MinesweeperParams:
     rewards: Rewards = struct.field(default_factory=Rewards)
 
 
-@struct.dataclass
-class MinesweeperState:
+class MinesweeperState(struct.PyTreeNode):
     """One episode.
 
     Attributes (int32[] unless said):
@@ -329,7 +335,9 @@ def place_mines(priority: jax.Array, allowed: jax.Array, num_mines: jax.Array) -
     return allowed & (rank < num_mines).reshape(priority.shape)
 
 
-class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
+class Minesweeper(
+    Environment[MinesweeperState, MinesweeperParams], GemMirror[MinesweeperState]
+):
     """Minesweeper as a kernel. See the module docstring for rules and shapes.
 
     Args:
@@ -338,9 +346,7 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
     """
 
     gem_class_name = "MinesweeperEnv"
-    messages = MESSAGES
     step_uses_key = False
-    grammar = BoxedCommand(("reveal", "flag"), word_slot="command", int_slots=("row", "col"))
 
     def __init__(
         self,
@@ -349,15 +355,19 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
         num_mines: int | None = 10,
         max_turns: int | None = 20,
     ) -> None:
-        self.randomize = rows is None or cols is None or num_mines is None or max_turns is None
-        if self.randomize:
-            n = max(RANDOM_SIZES)
-            self._defaults = (n, n, n * n // 5, n * n)
-        else:
-            self._defaults = (int(rows), int(cols), int(num_mines), int(max_turns))  # type: ignore[arg-type]
-        self._check(*self._defaults)
+        n = max(RANDOM_SIZES)
+        self.variant = Variant.of(
+            {"rows": rows, "cols": cols, "num_mines": num_mines, "max_turns": max_turns},
+            random_values=(n, n, n * n // 5, n * n),
+            check=self._check,
+        )
+        self.randomize, self._defaults = self.variant.randomize, self.variant.values
         self.shape = self._defaults[:2]
+        self.messages = MESSAGES
         self.suffix = suffix_for(self.shape)
+        self.grammar = BoxedCommand(
+            ("reveal", "flag"), word_slot="command", int_slots=("row", "col")
+        )
 
     @staticmethod
     def _check(rows: int, cols: int, num_mines: int, max_turns: int) -> None:
@@ -374,7 +384,7 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams]):
 
     @property
     def config(self) -> tuple[Any, ...]:
-        return ("random",) if self.randomize else self._defaults
+        return self.variant.config
 
     @property
     def default_params(self) -> MinesweeperParams:

@@ -66,8 +66,16 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Environment, Event, Rewards, TimeStep, check_int_action
-from gemjax.rng import random_words
+from gemjax.core import (
+    Environment,
+    Event,
+    GemMirror,
+    Rewards,
+    TimeStep,
+    Variant,
+    check_int_action,
+)
+from gemjax.rng import below, bits, random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.text.grammar import BoxedInts
 from gemjax.text.templates import Board, Choice, Int, MessageTable, Template
@@ -274,7 +282,7 @@ def bank9_arrays() -> dict[str, np.ndarray]:
     """The shipped 9x9 bank (see ``scripts/make_sudoku_bank.py``): ``solution`` uint8[N,
     81], ``attempt`` uint8[N, 81] (each cell's removal attempt index), ``removed``
     bool[N, 81] (that removal kept the puzzle unique)."""
-    path = importlib.resources.files("gemjax.envs").joinpath(*BANK_FILE)
+    path = importlib.resources.files("gemjax.envs").joinpath("/".join(BANK_FILE))
     with path.open("rb") as f, np.load(f) as data:
         solution = data["solution"]
         return {
@@ -303,8 +311,7 @@ def pack_bank9(
     return np.stack([low, fields[..., 8]], axis=-1), removals
 
 
-@struct.dataclass
-class SudokuTables:
+class SudokuTables(struct.PyTreeNode):
     """The puzzle sources (arrays, so they travel in params, not as constants).
 
     Attributes:
@@ -446,8 +453,7 @@ def draw9(
 # --- the game --------------------------------------------------------------------------
 
 
-@struct.dataclass
-class SudokuParams:
+class SudokuParams(struct.PyTreeNode):
     """Dynamic parameters (``clues`` and ``max_turns`` are ignored by ``-random``,
     which draws them at every reset).
 
@@ -465,8 +471,7 @@ class SudokuParams:
     rewards: Rewards = struct.field(default_factory=Rewards)
 
 
-@struct.dataclass
-class SudokuState:
+class SudokuState(struct.PyTreeNode):
     """One episode.
 
     Attributes (int32[] unless said):
@@ -485,7 +490,7 @@ class SudokuState:
     solution: jax.Array
 
 
-class Sudoku(Environment[SudokuState, SudokuParams]):
+class Sudoku(Environment[SudokuState, SudokuParams], GemMirror[SudokuState]):
     """Sudoku as a kernel. See the module docstring for rules and shapes.
 
     Args:
@@ -494,34 +499,34 @@ class Sudoku(Environment[SudokuState, SudokuParams]):
     """
 
     gem_class_name = "SudokuEnv"
-    messages = MESSAGES
     step_uses_key = False
     # A reset draws a bank puzzle and transforms it (digits, rows, columns): resetting
     # only the lanes that ended pays here (docs/performance.md, Kernels).
     sparse_resets = True
-    grammar = BoxedInts(("row", "col", "num"))
 
     def __init__(
         self, clues: int | None = 30, max_turns: int | None = 100, scale: int | None = 9
     ) -> None:
-        self.randomize = clues is None or max_turns is None or scale is None
-        if self.randomize:
-            self.scales: tuple[int, ...] = SCALES
-            self._defaults = RANDOM_CONFIGS[-1][1:]
-        else:
-            if scale not in SCALES:
-                raise ValueError(f"scale must be one of {SCALES}, got {scale}")
-            self.scales = (int(scale),)  # type: ignore[arg-type]
-            self._defaults = (int(clues), int(max_turns))  # type: ignore[arg-type]
+        self.variant = Variant.of(
+            {"scale": scale, "clues": clues, "max_turns": max_turns},
+            random_values=RANDOM_CONFIGS[-1],
+            check=self._check,
+        )
+        self.randomize = self.variant.randomize
+        self.scales = SCALES if self.randomize else self.variant.values[:1]
+        self._defaults = self.variant.values[1:]
         self.side = max(self.scales)
         # Random words per reset: the 4x4 draw's, the 9x9 draw's, the config's.
         sizes = {4: WORDS4, 9: WORDS9}
         self.num_words = sum(sizes[s] for s in self.scales) + int(self.randomize)
-        self._check(self.side, *self._defaults)
+        self.messages = MESSAGES
         self.suffix = suffix_for(self.side)
+        self.grammar = BoxedInts(("row", "col", "num"))
 
     @staticmethod
     def _check(side: int, clues: int, max_turns: int) -> None:
+        if side not in SCALES:
+            raise ValueError(f"scale must be one of {SCALES}, got {side}")
         if not 0 <= clues <= side * side:
             raise ValueError(f"clues (removal attempts) must be in 0..{side * side}, got {clues}")
         if max_turns < 1:
@@ -529,7 +534,7 @@ class Sudoku(Environment[SudokuState, SudokuParams]):
 
     @property
     def config(self) -> tuple[Any, ...]:
-        return ("random",) if self.randomize else (self.side, *self._defaults)
+        return self.variant.config
 
     @property
     def default_params(self) -> SudokuParams:
@@ -640,6 +645,13 @@ class Sudoku(Environment[SudokuState, SudokuParams]):
             info={"success": success},
         )
         return new_state, ts
+
+    def random_action(self, key: jax.Array, state: SudokuState) -> jax.Array:
+        """int32[4] ``[1, row, col, num]``, each of ``row``, ``col``, ``num`` uniform in
+        ``1..scale`` of the episode: a well-formed, in-bounds move (GEM's SudokuEnv has
+        no ``sample_random_action``; this one never writes a format error)."""
+        move = 1 + below(bits(key, 3), state.scale.astype(jnp.uint32))
+        return jnp.concatenate([jnp.ones((1,), jnp.int32), move.astype(jnp.int32)])
 
     def instructions_event(self, state: SudokuState) -> Event:
         return MESSAGES.event("instructions", scale=state.scale, version=state.scale == 4)

@@ -119,8 +119,7 @@ def messages_for(size: int) -> MessageTable:
     )
 
 
-@struct.dataclass
-class WordleState:
+class WordleState(struct.PyTreeNode):
     """One episode.
 
     Attributes (int32 unless said):
@@ -203,7 +202,6 @@ class Wordle(WordGame[WordleState]):
     """
 
     gem_class_name = "WordleEnv"
-    suffix = Template("Enter your guess.")
     step_uses_key = False
     random_configs = ((3, 15), (4, 20), (5, 25))
 
@@ -215,6 +213,7 @@ class Wordle(WordGame[WordleState]):
     ) -> None:
         self._setup("en-basic", word_length, max_turns)
         self.messages = messages_for(self.size)
+        self.suffix = Template("Enter your guess.")
         self.grammar = BoxedLetters(PATTERN, ALPHABET, self.size, "guess", "letters")
 
     def reset(self, key: jax.Array, params: WordGameParams) -> tuple[WordleState, TimeStep]:

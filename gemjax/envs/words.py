@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Environment, Rewards, TState, counted_action
+from gemjax.core import Environment, GemMirror, Rewards, TState, Variant, counted_action
 from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
 
@@ -41,7 +41,7 @@ def write_nltk_data(root: Path) -> Path:
     and return ``root``: with ``NLTK_DATA=root``, ``gem-llm``'s word games run offline."""
     target = root / "corpora" / "words"
     target.mkdir(parents=True, exist_ok=True)
-    source = importlib.resources.files("gemjax.envs").joinpath("data", "nltk_words")
+    source = importlib.resources.files("gemjax.envs").joinpath("data/nltk_words")
     for name in (*WORD_LISTS, "README"):
         (target / name).write_bytes(source.joinpath(name).read_bytes())
     return root
@@ -52,7 +52,7 @@ def word_list(name: str) -> tuple[str, ...]:
     """The NLTK ``words`` list ``name`` (``"en"`` or ``"en-basic"``), as NLTK reads it."""
     if name not in WORD_LISTS:
         raise ValueError(f"unknown word list {name!r}; known: {WORD_LISTS}")
-    path = importlib.resources.files("gemjax.envs").joinpath("data", "nltk_words", name)
+    path = importlib.resources.files("gemjax.envs").joinpath(f"data/nltk_words/{name}")
     text = path.read_text(encoding="utf-8")
     # NLTK's WordListCorpusReader: line_tokenize (blank lines discarded).
     return tuple(line for line in text.split("\n") if line.strip())
@@ -86,8 +86,7 @@ def decode(codes: Sequence[int]) -> str:
     return "".join(out)
 
 
-@struct.dataclass
-class WordBank:
+class WordBank(struct.PyTreeNode):
     """A word game's configurations and their pools.
 
     Attributes:
@@ -175,8 +174,7 @@ class WordBank:
         return self.words[config, below(bits, size)].astype(jnp.int32)
 
 
-@struct.dataclass
-class WordGameParams:
+class WordGameParams(struct.PyTreeNode):
     """Dynamic parameters of a word game.
 
     Attributes:
@@ -192,7 +190,15 @@ class WordGameParams:
     rewards: Rewards = struct.field(default_factory=Rewards)
 
 
-class WordGame(Environment[TState, WordGameParams]):
+def _check_config(word_length: int, max_turns: int) -> None:
+    """Raise ``ValueError`` on an impossible word game configuration."""
+    if word_length < 1:
+        raise ValueError(f"word_length must be >= 1, got {word_length}")
+    if not 1 <= max_turns <= 10_000:
+        raise ValueError(f"max_turns must be in 1..10000, got {max_turns}")
+
+
+class WordGame(Environment[TState, WordGameParams], GemMirror[TState]):
     """What Wordle and Hangman share: configurations, pools, params and GEM interop.
 
     Subclasses set ``random_configs`` (GEM's ``-random`` candidates, ``(word_length,
@@ -202,17 +208,16 @@ class WordGame(Environment[TState, WordGameParams]):
     random_configs: tuple[tuple[int, int], ...]
 
     def _setup(self, list_name: str, word_length: int | None, max_turns: int | None) -> None:
-        self.randomize = word_length is None or max_turns is None
-        configs = (
-            self.random_configs if self.randomize else ((int(word_length), int(max_turns)),)  # type: ignore[arg-type]
+        self.variant = Variant.of(
+            {"word_length": word_length, "max_turns": max_turns},
+            random_values=tuple(max(column) for column in zip(*self.random_configs, strict=True)),
+            check=_check_config,
         )
-        for length, turns in configs:
-            if length < 1:
-                raise ValueError(f"word_length must be >= 1, got {length}")
-            if not 1 <= turns <= 10_000:
-                raise ValueError(f"max_turns must be in 1..10000, got {turns}")
+        self.randomize = self.variant.randomize
+        length, turns = self.variant.values
+        configs = self.random_configs if self.randomize else ((length, turns),)
         self.list_name = list_name
-        self.configs = tuple(configs)
+        self.configs = configs
         self.size = max(c[0] for c in configs)  # letters per word (C)
         self.history = max(c[1] for c in configs)  # the turn capacity
         self.bank = WordBank.build(list_name, configs)  # raises on an empty pool

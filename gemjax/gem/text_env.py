@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from gemjax.core import Environment
+from gemjax.core import Environment, GemMirror
 from gemjax.envs import GAMES
 from gemjax.gem import kernel_ops as ops
 from gemjax.registry import make as make_kernel
@@ -132,14 +132,20 @@ def make(env_id: str, seed: int | None = None, **kwargs: Any) -> TextEnv:
     return TextEnv(make_kernel(env_id, **kwargs), seed=seed, env_id=env_id)
 
 
-def kernel_class_of(gem_env: Any) -> type[Environment]:
-    """The gemjax game class of a live ``gem-llm`` game env."""
+def kernel_class_of(gem_env: Any) -> type[GemMirror]:
+    """The gemjax game class (a :class:`~gemjax.core.GemMirror`) of a live ``gem-llm``
+    game env.
+
+    Raises:
+        TypeError: no gemjax game mirrors its class.
+    """
     gem_env = getattr(gem_env, "unwrapped", gem_env)
     name = type(gem_env).__name__
-    for game in GAMES:
-        if getattr(game, "gem_class_name", None) == name:
+    mirrors = [game for game in GAMES if issubclass(game, GemMirror)]
+    for game in mirrors:
+        if game.gem_class_name == name:
             return game
-    supported = sorted(g.gem_class_name for g in GAMES)
+    supported = sorted(g.gem_class_name for g in mirrors)
     raise TypeError(f"no gemjax game mirrors GEM's {name}; supported: {supported}")
 
 
@@ -149,6 +155,8 @@ def from_gem(gem_env: Any, seed: int | None = None) -> TextEnv:
     gem_env = getattr(gem_env, "unwrapped", gem_env)
     game = kernel_class_of(gem_env)
     kernel = game(**game.kwargs_from_gem(gem_env))
+    if not isinstance(kernel, Environment):
+        raise TypeError(f"{game.__name__} mirrors GEM but is not a gemjax Environment")
     env = TextEnv(kernel, seed=seed, env_id=getattr(gem_env, "env_id", None))
     env.state = kernel.state_from_gem(gem_env)
     return env

@@ -15,15 +15,14 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from gemjax.core import Environment
+from gemjax.core import ActionMasking, Environment
 from gemjax.rng import split
 from gemjax.train.policy import MASKED_LOGIT, FactoredCategorical, flatten_observation
 
 Constrain = Callable[[Any], Any]
 
 
-@struct.dataclass
-class Trajectory:
+class Trajectory(struct.PyTreeNode):
     """One rollout of ``B`` episodes over ``T`` turns.
 
     Attributes:
@@ -51,8 +50,7 @@ class Trajectory:
     bootstrap: jax.Array
 
 
-@struct.dataclass
-class EpisodeMetrics:
+class EpisodeMetrics(struct.PyTreeNode):
     """Per-batch episode statistics (float32[] each).
 
     Attributes:
@@ -104,7 +102,8 @@ class Rollout:
         model: the :class:`~gemjax.train.policy.ActorCritic`.
         head: the distribution its logits define over the env's action space.
         horizon: turns per rollout (``T``).
-        mask_invalid: mask logits with ``env.valid_action_mask``.
+        mask_invalid: mask logits with ``env.valid_action_mask`` (the env's
+            :class:`~gemjax.core.ActionMasking` capability).
         code_bits: see :func:`~gemjax.train.policy.flatten_observation`.
         constrain: applied to every batch-leading pytree (a sharding constraint, or
             the identity).
@@ -141,6 +140,8 @@ class Rollout:
         features = flatten_observation(observation, spec, self.code_bits)
         logits, values = self.model.apply(params, features)
         if self.mask_invalid:
+            if not isinstance(self.env, ActionMasking):
+                raise ValueError(f"{self.env.name} has no valid_action_mask: cannot mask")
             action_mask = jax.vmap(self.env.valid_action_mask)(state)
             logits = masked_logits(logits, action_mask)
         else:

@@ -4,7 +4,7 @@ of ``lax.scan``, PureJaxRL style, with metrics as scan outputs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +13,7 @@ import optax
 from flax import struct
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from gemjax.core import Environment
+from gemjax.core import ActionMasking, Environment
 from gemjax.registry import make
 from gemjax.rng import split
 from gemjax.train.config import TrainConfig
@@ -38,8 +38,7 @@ from gemjax.train.rollout import (
 BATCH_AXIS = "batch"
 
 
-@struct.dataclass
-class TrainState:
+class TrainState(struct.PyTreeNode):
     """Everything a run carries from one update to the next.
 
     Attributes:
@@ -57,8 +56,7 @@ class TrainState:
     update: jax.Array
 
 
-@struct.dataclass
-class UpdateMetrics:
+class UpdateMetrics(struct.PyTreeNode):
     """Metrics of one update's rollout and loss (float32[] each).
 
     Attributes:
@@ -73,8 +71,7 @@ class UpdateMetrics:
     entropy: jax.Array
 
 
-@struct.dataclass
-class ChunkMetrics:
+class ChunkMetrics(struct.PyTreeNode):
     """``train``: :class:`UpdateMetrics` with a leading axis of ``eval_every``
     updates; ``eval``: greedy :class:`EpisodeMetrics` after the last of them."""
 
@@ -82,8 +79,7 @@ class ChunkMetrics:
     eval: EpisodeMetrics
 
 
-@struct.dataclass
-class Batch:
+class Batch(struct.PyTreeNode):
     """Learning data: per turn ``[T, B, ...]``, or per transition ``[N, ...]`` once
     flattened and subsampled.
 
@@ -236,7 +232,9 @@ class Trainer:
             ``(loss, (policy_loss, value_loss, entropy))``, float32[] each.
         """
         config = self.config
-        logits, values = self.model.apply(params, batch.features)
+        # linen's apply is typed for its mutable= form too; without it, the outputs.
+        outputs = cast(tuple[jax.Array, jax.Array], self.model.apply(params, batch.features))
+        logits, values = outputs
         if config.mask_invalid:
             logits = masked_logits(logits, batch.action_mask)
         head = self.rollout.head
@@ -379,7 +377,7 @@ def make_train(config: TrainConfig, mesh: Mesh | None = None) -> Trainer:
             categorical head (:meth:`FactoredCategorical.of`).
     """
     env = make(config.env_id)
-    if config.mask_invalid and not hasattr(env, "valid_action_mask"):
+    if config.mask_invalid and not isinstance(env, ActionMasking):
         raise ValueError(f"{env.name} has no valid_action_mask: mask_invalid is unavailable")
     if mesh is not None:
         size = mesh.shape[BATCH_AXIS]

@@ -199,7 +199,7 @@ def gem_parse(text: str):
     ],
 )
 def test_boxed_command_agrees_with_gems_regex(text):
-    grammar = Minesweeper.grammar
+    grammar = Minesweeper().grammar
     parsed = grammar.parse(text)
     expected = gem_parse(text)
     assert parsed.ok == (expected is not None)

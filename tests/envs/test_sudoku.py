@@ -298,7 +298,7 @@ def gem_parse(text: str):
     ],
 )
 def test_grammar_agrees_with_gems_regex(text):
-    grammar = Sudoku.grammar
+    grammar = Sudoku().grammar
     parsed = grammar.parse(text)
     expected = gem_parse(text)
     assert parsed.ok == (expected is not None)
@@ -345,6 +345,7 @@ def test_action_shape_and_dtype_checked(kits):
 
 
 def test_random_variant_configurations_and_random_action(kits, samples):
+    """``-random`` draws GEM's configurations; ``random_action`` writes in-bounds moves."""
     kit = kits(RANDOM)
     n = SAMPLES
     states, ts = samples(RANDOM)
@@ -361,7 +362,12 @@ def test_random_variant_configurations_and_random_action(kits, samples):
     )
     assert actions.shape == (n, 4) and actions.dtype == np.int32
     assert bool(kit.env.action_space(kit.params).contains(actions).all())
-    assert set(actions[:, 0].tolist()) == {0, 1} and set(actions[:, 1].tolist()) == set(range(11))
+    # Well formed and in bounds for the episode's scale, every value reached.
+    assert (actions[:, 0] == 1).all()
+    moves, scale = actions[:, 1:], np.asarray(states.scale)[:, None]
+    assert ((moves >= 1) & (moves <= scale)).all()
+    for side in (4, 9):
+        assert set(moves[scales == side].ravel().tolist()) == set(range(1, side + 1))
 
 
 def test_reward_is_float32_of_gems():
