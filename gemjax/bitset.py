@@ -41,7 +41,7 @@ def contains(bits: jax.Array, index: jax.Array) -> jax.Array:
     return jnp.any(at_word & ((bits & mask) != 0))
 
 
-def insert(bits: jax.Array, index: jax.Array, when: jax.Array = True) -> jax.Array:
+def insert(bits: jax.Array, index: jax.Array, when: jax.Array | bool = True) -> jax.Array:
     """uint32[W]: the set with ``index`` added where ``when`` (bool[]) holds."""
     at_word, mask = _word_and_bit(bits, index)
     return bits | jnp.where(at_word & when, mask, jnp.uint32(0))

@@ -102,7 +102,7 @@ def check_structure(tree: Any, expected: Any, what: str, shapes: bool = True) ->
     """
     leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
     wanted, wanted_def = jax.tree.flatten(expected)
-    if treedef != wanted_def:
+    if not same_structure_def(treedef, wanted_def):
         raise TypeError(
             f"{what} must be a {type(expected).__name__} (pytree {wanted_def}), got "
             f"{type(tree).__name__} (pytree {treedef})"
@@ -149,3 +149,15 @@ def integer_array(name: str, value: Any, ndim: int | None, hint: str = "") -> An
     if ndim is not None and (len(shape) != ndim or 0 in shape):
         raise ValueError(f"{name} must have {ndim} non-empty dimension(s), got shape {shape}{hint}")
     return value
+
+
+def same_structure_def(a: Any, b: Any) -> bool:
+    """Whether two ``PyTreeDef`` are equal (jaxlib ships ``PyTreeDef`` without type
+    stubs, so its ``==`` is unknown to type checkers; this is the one place it is used)."""
+    return bool(a == b)
+
+
+def same_structure(a: Any, b: Any) -> bool:
+    """Whether pytrees ``a`` and ``b`` have the same structure (node types, keys and
+    static fields; leaves not compared)."""
+    return same_structure_def(jax.tree.structure(a), jax.tree.structure(b))

@@ -70,7 +70,8 @@ def threefry2x32(
 def _threefry_key_words(key: jax.Array) -> tuple[jax.Array, jax.Array] | None:
     """The two uint32 words of one Threefry ``key`` (typed, or raw ``uint32[2]``), or
     None when :func:`bits` and :func:`split` must defer to ``jax.random``."""
-    if not jax.config.jax_threefry_partitionable:
+    # jax.config's flags are attributes jax does not declare to type checkers.
+    if not jax.config.jax_threefry_partitionable:  # type: ignore[attr-defined]
         return None
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         if key.shape != () or str(jax.random.key_impl(key)) != "threefry2x32":

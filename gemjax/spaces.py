@@ -36,7 +36,7 @@ class Space:
         raise NotImplementedError
 
 
-def _uniform_below(key: jax.Array, n: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+def _uniform_below(key: jax.Array, n: jax.Array | int, shape: tuple[int, ...]) -> jax.Array:
     """int32 values uniform in ``[0, n)`` (``n`` >= 1, broadcast to ``shape``)."""
     bits = random_words(key, math.prod(shape)).reshape(shape)
     return (bits % jnp.asarray(n, jnp.uint32)).astype(jnp.int32)

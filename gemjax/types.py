@@ -13,8 +13,7 @@ import jax.numpy as jnp
 from flax import struct
 
 
-@struct.dataclass
-class Event:
+class Event(struct.PyTreeNode):
     """The message a reset or step produced.
 
     Attributes:
@@ -26,8 +25,7 @@ class Event:
     args: jax.Array
 
 
-@struct.dataclass
-class TimeStep:
+class TimeStep(struct.PyTreeNode):
     """What a reset or step returns besides the new state.
 
     Attributes:
@@ -66,8 +64,7 @@ class TimeStep:
         )
 
 
-@struct.dataclass
-class Rewards:
+class Rewards(struct.PyTreeNode):
     """GEM's reward constants (``gem.utils.constants.LanguageGameReward``), as params.
 
     Attributes (float32[]):

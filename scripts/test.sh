@@ -9,6 +9,8 @@ python3 -m venv .venv
 # safetensors<0.8 pin, which would downgrade transformers (see pyproject.toml).
 .venv/bin/python -m pip install -q --no-deps "google-tunix==0.1.7"
 .venv/bin/ruff check .
+# Types of the package (configuration: [tool.mypy] in pyproject.toml).
+.venv/bin/mypy
 set +e
 # Two worker processes (pytest-xdist): most of the suite's time is XLA compiling,
 # one core per executable. GEMJAX_TEST_WORKERS=0 runs in this process.

@@ -325,12 +325,12 @@ class VectorEnv:
             plans = self._plan_step(active, same_step)
             results = self._run(plans, lambda i: self._play(i, active[i], same_step))
         order = list(active)
-        observations, rewards, terminations, truncations, infos = (
+        observations, reward_list, terminated_list, truncated_list, infos = (
             zip(*(results[i] for i in order), strict=True) if order else ((),) * 5
         )
-        rewards = np.asarray(rewards, np.float64)
-        terminations = np.asarray(terminations, np.bool_)
-        truncations = np.asarray(truncations, np.bool_)
+        rewards = np.asarray(reward_list, np.float64)
+        terminations = np.asarray(terminated_list, np.bool_)
+        truncations = np.asarray(truncated_list, np.bool_)
         self._rewards[order], self._terminations[order] = rewards, terminations
         self._truncations[order] = truncations
         self._autoreset_envs[order] = terminations | truncations

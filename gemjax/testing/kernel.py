@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gemjax.checks import same_structure
 from gemjax.core import Environment
 
 ActionFn = Callable[[jax.Array, Any], jax.Array]
@@ -28,7 +29,7 @@ RANDOM_PLAY_STEPS = 128  # every registered id ends an episode within this many 
 
 def assert_trees_equal(actual: Any, expected: Any) -> None:
     """Same pytree structure, and leaves of equal dtype, shape and values (exactly)."""
-    assert jax.tree.structure(actual) == jax.tree.structure(expected)
+    assert same_structure(actual, expected)
     for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
         a, e = np.asarray(a), np.asarray(e)
         assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, e.dtype, a.shape, e.shape)
@@ -115,11 +116,11 @@ def check_structure(env: Environment, params: Any, actions: ActionFn) -> None:
     state, ts = jax.jit(env.reset)(key, params)
     action = jax.jit(actions)(key, state)
     step_out = jax.eval_shape(env.step, key, reset_out[0], action, params)
-    assert jax.tree.structure(reset_out) == jax.tree.structure(step_out)
+    assert same_structure(reset_out, step_out)
     assert _signature(reset_out) == _signature(step_out)
     stepped = jax.jit(env.step)(key, state, action, params)
     for concrete in ((state, ts), stepped):
-        assert jax.tree.structure(concrete) == jax.tree.structure(reset_out)
+        assert same_structure(concrete, reset_out)
         assert _signature(concrete) == _signature(reset_out)
     assert (ts.reward.dtype, ts.reward.shape) == (jnp.float32, ())
     for flag in (ts.terminated, ts.truncated):
@@ -129,7 +130,7 @@ def check_structure(env: Environment, params: Any, actions: ActionFn) -> None:
     assert ts.event.args.shape == (len(env.messages.arg_names),)
     assert set(ts.info) == {"success"} and ts.info["success"].dtype == jnp.bool_
     spec = env.observation_spec(params)
-    assert jax.tree.structure(spec) == jax.tree.structure(ts.observation)
+    assert same_structure(spec, ts.observation)
     assert _signature(spec) == _signature(ts.observation)
     space = env.action_space(params)
     assert action.shape == space.shape and action.dtype == space.dtype == jnp.int32

@@ -94,7 +94,7 @@ class TrainConfig:
             raise ValueError(f"algo must be one of {ALGOS}, got {self.algo!r}")
         if not isinstance(self.env_id, str) or not self.env_id:
             raise TypeError(f"env_id must be a registered id, got {self.env_id!r}")
-        counts = ("num_updates", "num_episodes", "group_size", "update_epochs")
+        counts: tuple[str, ...] = ("num_updates", "num_episodes", "group_size", "update_epochs")
         counts += ("num_minibatches", "eval_every", "eval_episodes")
         optional = {"horizon": self.horizon, "num_transitions": self.num_transitions}
         for name, value in [(n, getattr(self, n)) for n in counts] + list(optional.items()):

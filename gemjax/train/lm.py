@@ -29,6 +29,7 @@ sampled rows decode with the real tokenizer.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -115,11 +116,11 @@ class Attention(nnx.Module):
         self.heads = config.heads
         self.head_dim = config.width // config.heads
         self.theta = config.rope_theta
-        dense = {"use_bias": False, "rngs": rngs}
-        self.query = nnx.Linear(config.width, config.width, **dense)
-        self.key = nnx.Linear(config.width, config.width, **dense)
-        self.value = nnx.Linear(config.width, config.width, **dense)
-        self.out = nnx.Linear(config.width, config.width, **dense)
+        dense = functools.partial(nnx.Linear, config.width, config.width, use_bias=False, rngs=rngs)
+        self.query = dense()
+        self.key = dense()
+        self.value = dense()
+        self.out = dense()
 
     def _split(self, x: jax.Array) -> jax.Array:
         return x.reshape((*x.shape[:2], self.heads, self.head_dim))
@@ -220,10 +221,11 @@ class TinyLM(nnx.Module):
         """Logits float32[B, L, V] of the next token after each of ``tokens``
         (int32[B, L] tokenizer ids), and the cache with their keys and values."""
         x = self.embed(self.rows(tokens))
-        new_cache = []
+        new_cache: list[LayerCache] = []
         for index, block in enumerate(self.blocks):
             x, layer = block(x, positions, None if cache is None else cache[index], attention_mask)
-            new_cache.append(layer)
+            if layer is not None:
+                new_cache.append(layer)
         logits = self.head(self.final_norm(x))
         return logits, None if cache is None else tuple(new_cache)
 

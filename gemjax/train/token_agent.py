@@ -157,7 +157,7 @@ class HostAgent:
             self._key, key = jax.random.split(self._key)
             token, stop = _draw(self.rollout, logits, key, self.greedy)
             drawn.append(int(token))
-            text = self.tokenizer.decode(drawn)
+            text = self.tokenizer.batch_decode([drawn])[0]
             yield text[len(shown) :]
             shown = text
             if bool(stop):

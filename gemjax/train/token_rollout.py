@@ -136,8 +136,7 @@ class TokenLoopConfig:
         return self.steps if self.auto_reset and self.steps is not None else self.horizon
 
 
-@struct.dataclass
-class TokenTrajectory:
+class TokenTrajectory(struct.PyTreeNode):
     """``B`` episodes of a token rollout over ``T`` turns (axis 0 the turn).
 
     Attributes:
@@ -206,8 +205,7 @@ class TokenTrajectory:
         return self.response_mask & self.learn[..., None]
 
 
-@struct.dataclass
-class TokenMetrics:
+class TokenMetrics(struct.PyTreeNode):
     """Episode statistics of a token rollout (float32[] each).
 
     Attributes:

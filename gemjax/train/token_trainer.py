@@ -164,8 +164,7 @@ class TokenTrainConfig:
             )
 
 
-@struct.dataclass
-class TokenTrainState:
+class TokenTrainState(struct.PyTreeNode):
     """What a run carries between steps.
 
     Attributes:
@@ -184,8 +183,7 @@ class TokenTrainState:
     update: jax.Array
 
 
-@struct.dataclass
-class TokenStepMetrics:
+class TokenStepMetrics(struct.PyTreeNode):
     """One step's metrics: its episodes' :class:`TokenMetrics`, the loss and the
     mean log-probability of a response (float32[] each)."""
 
@@ -194,8 +192,7 @@ class TokenStepMetrics:
     response_log_prob: jax.Array
 
 
-@struct.dataclass
-class TokenChunkMetrics:
+class TokenChunkMetrics(struct.PyTreeNode):
     """``train``: :class:`TokenStepMetrics` with a leading ``eval_every`` axis;
     ``eval``: the greedy :class:`TokenMetrics` after the chunk."""
 

@@ -64,7 +64,8 @@ class BoxedInt(Grammar):
 def read_numbers(groups: tuple[str, ...]) -> list[str] | None:
     """Normalised ASCII text of each ``\\d+`` group, or None if ``int()`` refuses one."""
     numbers = [normalise_digits(g) for g in groups]
-    return None if any(n is None for n in numbers) else numbers  # type: ignore[return-value]
+    read = [n for n in numbers if n is not None]
+    return read if len(read) == len(numbers) else None
 
 
 class NumberFields(Grammar):
@@ -159,9 +160,9 @@ class BoxedCommand(NumberFields):
         if numbers is None:
             return ParsedAction(self.format_error(), False, {})
         code = self.commands.index(word) + 1 if word in self.commands else self.unknown
-        action = np.asarray([code, *(clamp_decimal(n) for n in numbers)], np.int32)  # type: ignore[arg-type]
+        action = np.asarray([code, *(clamp_decimal(n) for n in numbers)], np.int32)
         echoes = {self.word_slot: word, **dict(zip(self.int_slots, numbers, strict=True))}
-        return ParsedAction(action, True, echoes)  # type: ignore[arg-type]
+        return ParsedAction(action, True, echoes)
 
     def render(self, action: np.ndarray) -> str:
         """``\\boxed{word n_0 n_1 ...}``; an unknown command is written ``unknown`` and
