@@ -122,7 +122,8 @@ class PretrainedLM(nnx.Module):
 
     Args:
         model: a tunix ``Qwen3``/``Qwen2`` (an ``nnx.Module`` whose weights are
-            ``nnx.Param``).
+            ``nnx.Param``; typed ``Any``: tunix ships no type information, and
+            its ``config``, ``init_cache`` and ``get_model_input`` are read).
         token_ids: int32[V] the tokenizer's ids, sorted, each below the
             embedding's row count: the rows of the logits.
         spare_slots: cache slots kept past the context (see the module docstring);
@@ -132,7 +133,7 @@ class PretrainedLM(nnx.Module):
         model, token_ids, spare_slots: as given.
     """
 
-    def __init__(self, model: nnx.Module, token_ids: np.ndarray, spare_slots: int = 64) -> None:
+    def __init__(self, model: Any, token_ids: np.ndarray, spare_slots: int = 64) -> None:
         token_ids = np.asarray(token_ids, np.int32)
         if token_ids.ndim != 1 or token_ids.size == 0 or np.any(np.diff(token_ids) <= 0):
             raise ValueError("token_ids must be a non-empty, strictly increasing int32[V]")
@@ -196,7 +197,7 @@ class PretrainedLM(nnx.Module):
         }
         return self._rows(logits), new_cache
 
-    def _current(self) -> nnx.Module:
+    def _current(self) -> Any:
         """The tunix model rebuilt at the current trace level (qwix's LoRA layers
         record attributes on each call, which nnx allows only there)."""
         graph, state = nnx.split(self.model)

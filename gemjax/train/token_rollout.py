@@ -135,6 +135,13 @@ class TokenLoopConfig:
         else ``horizon``."""
         return self.steps if self.auto_reset and self.steps is not None else self.horizon
 
+    @property
+    def stream_tokens(self) -> int:
+        """``replay_tokens`` with its default resolved (construction sets it)."""
+        if self.replay_tokens is None:
+            raise AssertionError("__post_init__ resolves replay_tokens")
+        return self.replay_tokens
+
 
 class TokenTrajectory(struct.PyTreeNode):
     """``B`` episodes of a token rollout over ``T`` turns (axis 0 the turn).
@@ -454,7 +461,8 @@ class TokenRollout:
                 f"the model's vocabulary lacks {missing.size} of the bridge's token ids "
                 f"(e.g. {missing[:5].tolist()}): build it over bridge.vocab"
             )
-        self.graph, _, self.constants = nnx.split(model, nnx.Param, ...)
+        graph, *states = nnx.split(model, nnx.Param, ...)
+        self.graph, self.constants = graph, states[1]  # states: the params, the rest
         self.token_ids = token_ids
         self.bridge = bridge
         self.env: Environment = bridge.env
@@ -679,7 +687,7 @@ class TokenRollout:
             turn_index, turn_key = inputs
             ids, length = carry.ids, carry.length
             start = shared_prefix(carry.own, carry.own_length, ids, length)
-            room = carry.used + length - start + config.response_tokens <= config.replay_tokens
+            room = carry.used + length - start + config.response_tokens <= config.stream_tokens
             fits = carry.fits & room
             playing = carry.running & fits
             cut = carry.cut | (carry.running & ~fits)
@@ -787,7 +795,7 @@ class TokenRollout:
         default ``replay_tokens``; every stream of ``traj`` must fit in it, see
         :func:`stream_lengths`)."""
         model = self.model(params)
-        length = self.config.replay_tokens if length is None else length
+        length = self.config.stream_tokens if length is None else length
         tokens, positions, mask, targets = replay_stream(traj, length)
         logits, _ = model(tokens, positions, None, mask)
         log_p = tempered_log_softmax(logits, self.config.temperature)  # [B, N, V]

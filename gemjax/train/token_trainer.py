@@ -133,7 +133,13 @@ class TokenTrainConfig:
             raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {self.tokenizer!r}")
         if not 0.0 < self.gamma <= 1.0:
             raise ValueError(f"gamma must lie in (0, 1], got {self.gamma}")
-        counts = ("num_episodes", "num_updates", "update_epochs", "group_size", "eval_every")
+        counts: tuple[str, ...] = (
+            "num_episodes",
+            "num_updates",
+            "update_epochs",
+            "group_size",
+            "eval_every",
+        )
         counts += ("replay_episodes", "replay_buckets")
         for name in (*counts, "eval_episodes"):
             value = getattr(self, name)
@@ -344,7 +350,7 @@ class TokenTrainer:
         ``per_turn`` arrays are float32[T, B]."""
         batch = traj.valid.shape[1]
         size = min(self.config.replay_episodes, batch)
-        lengths = replay_lengths(self.config.loop.replay_tokens, self.config.replay_buckets)
+        lengths = replay_lengths(self.config.loop.stream_tokens, self.config.replay_buckets)
         order = jnp.argsort(stream_lengths(traj))
 
         def chunks(x: jax.Array, axis: int) -> jax.Array:
