@@ -28,7 +28,12 @@ from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
 LANES, STEPS = 8, 6
 ALL_IDS = tuple(gemjax.list_envs())
 ONE_PER_GAME = tuple({i.split("-v0")[0]: i for i in ALL_IDS if i.endswith("-easy")}.values())
-PROMPT_CASES = [(i, name) for i in ONE_PER_GAME for name in ("qwen3", "bytes")]
+# The quick tier (-m "not slow") plays the first game with the byte tokenizer; CI all.
+PROMPT_CASES = [
+    pytest.param(i, name, marks=() if (k, name) == (0, "bytes") else pytest.mark.slow)
+    for k, i in enumerate(ONE_PER_GAME)
+    for name in ("qwen3", "bytes")
+]
 # Each game's -random id draws from all its configurations (every board size, word
 # length, code length), so with the -easy ids it covers every text table of the game.
 OTHER_IDS = tuple(i for i in ALL_IDS if i.endswith("-random"))
@@ -146,6 +151,7 @@ def test_random_play_renders_exact_canonical_text_and_prompts(env_id, name):
     check_rollout(env_id, name, prompts=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", OTHER_IDS)
 def test_every_id_renders_exact_canonical_observations(env_id):
     check_rollout(env_id, "qwen3", prompts=False)

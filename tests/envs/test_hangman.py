@@ -237,6 +237,8 @@ def test_revealed_letters_never_unreveal(rollout, seed, texts):
     assert ((rewards >= -0.1 - 1e-7) & (rewards <= 1.0)).all()
 
 
+# Slow: the quick tier checks each game's contract in tests/test_contract.py.
+@pytest.mark.slow
 def test_contract_on_secret_guesses(kit):
     check_contract_on_secret_guesses(kit, random_actions)
 

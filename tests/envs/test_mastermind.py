@@ -143,6 +143,8 @@ def play_code(state: MastermindState) -> jax.Array:
     return jnp.concatenate([state.code_length[None], state.code])
 
 
+# Slow: the quick tier checks each game's contract in tests/test_contract.py.
+@pytest.mark.slow
 def test_contract_on_winning_guesses(kit):
     """vmap equals a loop and jit equals eager on streams that also replay the code
     and write a negative count and int32-max entries: successes, the guesses after

@@ -243,6 +243,8 @@ def test_observation_layout(kit):
     assert "mines" not in ts.observation and "priority" not in ts.observation
 
 
+# Slow: the quick tier checks each game's contract in tests/test_contract.py.
+@pytest.mark.slow
 def test_contract_on_board_moves(kit):
     """jit equals eager and vmap equals a loop on mostly in-board reveals and flags
     (mines get placed, cells revealed and flagged), and a mine count sweep does not

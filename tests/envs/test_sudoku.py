@@ -324,6 +324,8 @@ def test_observation_layout(kit):
     assert "solution" not in ts.observation
 
 
+# Slow: the quick tier checks each game's contract in tests/test_contract.py.
+@pytest.mark.slow
 def test_contract_on_board_moves(kit):
     """jit equals eager and vmap equals a loop on mostly in-range moves (with out of
     bounds, huge numbers and format errors), and a clue-count sweep does not retrace."""

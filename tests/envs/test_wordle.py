@@ -292,6 +292,8 @@ def test_max_turns_and_last_turn_flags(kits):
     assert out[14][1:] == (np.float32(1.0), True, False)  # success on the last turn
 
 
+# Slow: the quick tier checks each game's contract in tests/test_contract.py.
+@pytest.mark.slow
 def test_contract_on_secret_guesses(kit):
     check_contract_on_secret_guesses(kit, random_actions)
 

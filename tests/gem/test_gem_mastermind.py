@@ -23,6 +23,8 @@ import gemjax.gem as gg
 from gemjax import testing
 from gemjax.testing import DIGIT_ZEROS, SEPARATORS, check_step, parity_episodes
 
+SLOW = pytest.mark.slow  # left out of the quick tier (-m "not slow"), run in CI
+
 EASY, HARD, RANDOM = (f"game:Mastermind-v0-{v}" for v in ("easy", "hard", "random"))
 IDS = (EASY, HARD, RANDOM)
 EPISODES = 200
@@ -155,7 +157,11 @@ class ActionStream(testing.ActionStream):
         guess[-1] = self.rng.choice(["0" * 4299 + "1", "0" * 4300 + "1", "7" * 4301])
         return self.box(guess)
 
-@pytest.mark.parametrize(("env_id", "stream_seed"), [(EASY, 1), (HARD, 2), (RANDOM, 3)])
+# The quick tier (-m "not slow") replays the easy id; CI all three.
+@pytest.mark.parametrize(
+    ("env_id", "stream_seed"),
+    [(EASY, 1), pytest.param(HARD, 2, marks=SLOW), pytest.param(RANDOM, 3, marks=SLOW)],
+)
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     rng = random.Random(stream_seed)
     gem_env = gem.make(env_id)
@@ -245,6 +251,7 @@ def test_reset_text_info_and_concat_wrapper(env_id: str) -> None:
         assert o_step[0].endswith("Enter your guess.") and o_step[1:] == g_step[1:]
 
 
+@SLOW
 def test_vector_env_reset_infos_and_autoreset() -> None:
     vec = gg.make_vec([EASY, HARD, "game:GuessTheNumber-v0-easy"], seed=3)
     obs, infos = vec.reset(seed=3)

@@ -23,6 +23,8 @@ import gemjax.gem as gg
 from gemjax import testing
 from gemjax.testing import check_step, parity_episodes
 
+SLOW = pytest.mark.slow  # left out of the quick tier (-m "not slow"), run in CI
+
 EASY, HARD, RANDOM = (f"game:Minesweeper-v0-{v}" for v in ("easy", "hard", "random"))
 IDS = (EASY, HARD, RANDOM)
 EPISODES = 250
@@ -192,7 +194,11 @@ def first_reveal(rng: random.Random, gem_env) -> None:
     assert not gem_env.first_reveal
 
 
-@pytest.mark.parametrize(("env_id", "stream_seed"), [(EASY, 1), (HARD, 2), (RANDOM, 3)])
+# The quick tier (-m "not slow") replays the easy id; CI all three.
+@pytest.mark.parametrize(
+    ("env_id", "stream_seed"),
+    [(EASY, 1), pytest.param(HARD, 2, marks=SLOW), pytest.param(RANDOM, 3, marks=SLOW)],
+)
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     rng = random.Random(stream_seed)
     gem_env = gem.make(env_id)
@@ -325,6 +331,7 @@ def test_from_gem_before_the_first_reveal() -> None:
         assert not check_step(ours.step(action), custom.step(action))
 
 
+@SLOW
 def test_vector_env_autoreset() -> None:
     vec = gg.make_vec([EASY, RANDOM], seed=3)
     obs, infos = vec.reset(seed=3)

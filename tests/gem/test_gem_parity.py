@@ -32,6 +32,8 @@ from gemjax import testing
 from gemjax.envs.guess_the_number import MESSAGES
 from gemjax.testing import check_step
 
+SLOW = pytest.mark.slow  # left out of the quick tier (-m "not slow"), run in CI
+
 EASY = "game:GuessTheNumber-v0-easy"
 HARD = "game:GuessTheNumber-v0-hard"
 RANDOM = "game:GuessTheNumber-v0-random"
@@ -286,7 +288,14 @@ def run_episodes(env_id: str, episodes: int, stream_seed: int) -> Counter:
 
 
 @pytest.mark.parametrize(
-    ("env_id", "stream_seed"), [(EASY, 1), (HARD, 2), (RANDOM, 3), (NO_MAX_TURN, 4)]
+    ("env_id", "stream_seed"),
+    # The quick tier (-m "not slow") replays the easy id; CI all four.
+    [
+        (EASY, 1),
+        pytest.param(HARD, 2, marks=SLOW),
+        pytest.param(RANDOM, 3, marks=SLOW),
+        pytest.param(NO_MAX_TURN, 4, marks=SLOW),
+    ],
 )
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     seen = run_episodes(env_id, episodes=300, stream_seed=stream_seed)

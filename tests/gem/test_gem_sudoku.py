@@ -23,6 +23,8 @@ import gemjax.gem as gg
 from gemjax import testing
 from gemjax.testing import check_step, parity_episodes
 
+SLOW = pytest.mark.slow  # left out of the quick tier (-m "not slow"), run in CI
+
 EASY, HARD, RANDOM = (f"game:Sudoku-v0-{v}" for v in ("easy", "hard", "random"))
 IDS = (EASY, HARD, RANDOM)
 EPISODES = {EASY: 250, HARD: 80, RANDOM: 140}
@@ -164,7 +166,11 @@ class ActionStream(testing.ActionStream):
         last = self.rng.choice(["0" * 4299 + "1", "0" * 4300 + "1", "7" * 4301])
         return self.box("1", "1", last)
 
-@pytest.mark.parametrize(("env_id", "stream_seed"), [(EASY, 1), (HARD, 2), (RANDOM, 3)])
+# The quick tier (-m "not slow") replays the easy id; CI all three.
+@pytest.mark.parametrize(
+    ("env_id", "stream_seed"),
+    [(EASY, 1), pytest.param(HARD, 2, marks=SLOW), pytest.param(RANDOM, 3, marks=SLOW)],
+)
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     rng = random.Random(stream_seed)
     gem_env = make_gem(env_id)
@@ -226,6 +232,7 @@ def test_reset_text_and_last_turn_format_error(env_id: str) -> None:
         assert not check_step(mine, theirs) and theirs[3] is truncated, (env_id, mine, theirs)
 
 
+@SLOW
 def test_vector_env_autoreset() -> None:
     vec = gg.make_vec([EASY, EASY], seed=3)
     obs, infos = vec.reset(seed=3)

@@ -23,7 +23,8 @@ import pytest
 from flax import nnx
 
 pytest.importorskip("tunix")
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# The whole module is in CI only (left out of the quick tier, -m "not slow").
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
 
 import gemjax  # noqa: E402
 from gemjax.tokenizer_bridge import TokenBridge, load_tokenizer  # noqa: E402

@@ -30,6 +30,9 @@ from gemjax.train.token_rollout import (
 )
 from gemjax.train.token_trainer import TokenTrainConfig, advantages, make_token_train
 
+# CI only: the quick tier (-m "not slow") leaves the token loop out.
+pytestmark = pytest.mark.slow
+
 ENV_ID = "game:GuessTheNumber-v0-easy"
 WARMUP_STEPS = 30
 LOOP = TokenLoopConfig(horizon=4, context=320, response_tokens=6, prefill_chunk=32)
