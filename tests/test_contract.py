@@ -99,4 +99,3 @@ def test_a_game_without_its_protocol_methods_fails_at_construction() -> None:
         partial = type("Partial", (Environment, GemMirror), without)
         with pytest.raises(TypeError, match=member):
             partial(min_number=1, max_number=5, max_turns=3)
-

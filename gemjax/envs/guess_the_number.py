@@ -35,15 +35,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from gemjax import bitset
-from gemjax.core import (
-    Environment,
-    Event,
-    GemMirror,
-    Rewards,
-    TimeStep,
-    Variant,
-    check_int_action,
-)
+from gemjax.core import Environment, Event, GemMirror, Rewards, TimeStep, Variant, check_int_action
 from gemjax.rng import below, bits, random_words
 from gemjax.spaces import Discrete
 from gemjax.text.grammar import BoxedInt

@@ -52,15 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import (
-    Environment,
-    Event,
-    GemMirror,
-    Rewards,
-    TimeStep,
-    Variant,
-    counted_action,
-)
+from gemjax.core import Environment, Event, GemMirror, Rewards, TimeStep, Variant, counted_action
 from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.text.grammar import BoxedIntList

@@ -56,15 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import (
-    Environment,
-    Event,
-    GemMirror,
-    Rewards,
-    TimeStep,
-    Variant,
-    check_int_action,
-)
+from gemjax.core import Environment, Event, GemMirror, Rewards, TimeStep, Variant, check_int_action
 from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.text.grammar import BoxedCommand
@@ -335,9 +327,7 @@ def place_mines(priority: jax.Array, allowed: jax.Array, num_mines: jax.Array) -
     return allowed & (rank < num_mines).reshape(priority.shape)
 
 
-class Minesweeper(
-    Environment[MinesweeperState, MinesweeperParams], GemMirror[MinesweeperState]
-):
+class Minesweeper(Environment[MinesweeperState, MinesweeperParams], GemMirror[MinesweeperState]):
     """Minesweeper as a kernel. See the module docstring for rules and shapes.
 
     Args:

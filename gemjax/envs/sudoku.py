@@ -66,15 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import (
-    Environment,
-    Event,
-    GemMirror,
-    Rewards,
-    TimeStep,
-    Variant,
-    check_int_action,
-)
+from gemjax.core import Environment, Event, GemMirror, Rewards, TimeStep, Variant, check_int_action
 from gemjax.rng import below, bits, random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.text.grammar import BoxedInts
