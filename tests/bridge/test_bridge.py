@@ -201,6 +201,7 @@ def adversarial(text: str, rng: np.random.Generator) -> str:
     return re.sub(r"\{[a-z]+", "{Dig", text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ONE_PER_GAME)
 def test_parsed_echoes_render_what_the_host_prints(env_id):
     """Text actions parsed on device, stepped, rendered with the parser's echoes."""

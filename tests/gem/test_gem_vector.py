@@ -199,7 +199,8 @@ def test_vector_env_matches_gem(ours_mode, gem_mode) -> None:
     assert total["ends"] > 40 and total["resets"] > 40, total
 
 
-@pytest.mark.parametrize("async_mode", [False, True])
+# The quick tier (-m "not slow") runs the sync mode; CI both.
+@pytest.mark.parametrize("async_mode", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_make_vec_matches_gem_make_vec(async_mode: bool) -> None:
     """GEM's thread-pool ``AsyncVectorEnv`` has the same semantics as its sync one;
     ours runs both modes as one batched call."""
@@ -270,7 +271,9 @@ def run_fixed_script(vec: gg.VectorEnv, reset_seed: int | None) -> list:
     return outputs
 
 
-@pytest.mark.parametrize("autoreset_mode", ["SameStep", "NextStep"])
+@pytest.mark.parametrize(
+    "autoreset_mode", ["SameStep", pytest.param("NextStep", marks=pytest.mark.slow)]
+)
 def test_seeded_vector_env_is_reproducible(autoreset_mode: str) -> None:
     ids = [EASY, HARD, RANDOM, EASY]
 
