@@ -124,6 +124,10 @@ class Environment(abc.ABC, Generic[TState, TParams]):
     messages: MessageTable
     suffix: Template
     grammar: Grammar
+    # Set by every game's constructor from Variant.of (declared, not defaulted, so a
+    # wrapper reads its inner game's).
+    variant: Variant
+    randomize: bool
     step_uses_key: bool = True
     reset_info_has_suffix: bool = True
     sparse_resets: bool = False

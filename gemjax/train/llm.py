@@ -625,6 +625,8 @@ def export_run_adapters(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
         raise ValueError(f"{run_dir} trained every weight (no --lora-rank): it has no adapters")
     trainer, state = load_pretrained_run(run_dir)
     config = trainer.config
+    if not isinstance(config, PretrainedTrainConfig) or config.lora_rank is None:
+        raise ValueError(f"{run_dir} is not a pretrained-LLM run with LoRA adapters")
     alpha = lora_alpha(config.lora_rank, config.lora_alpha)
     return write_peft_adapters(state.params, out_dir, alpha, config.model_folder)
 
