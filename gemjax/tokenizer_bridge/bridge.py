@@ -776,20 +776,20 @@ def _row_segments(
     chars: jax.Array, lengths: jax.Array, starts: jax.Array, ends: jax.Array, followers: jax.Array
 ) -> list[set[tuple[tuple[int, ...], int]]]:
     """Per sampled rendering, its distinct ``(code points, follower)`` segments."""
-    chars, lengths, starts, ends, followers = (
+    chars_, lengths_, starts_, ends_, followers_ = (
         np.asarray(x) for x in (chars, lengths, starts, ends, followers)
     )
     rows = []
-    for row, length in enumerate(lengths.tolist()):
-        text = chars[row, :length].tolist()
-        count = int(np.searchsorted(starts[row], length))
+    for row, length in enumerate(lengths_.tolist()):
+        text = chars_[row, :length].tolist()
+        count = int(np.searchsorted(starts_[row], length))
         rows.append(
             {
                 (tuple(text[s:e]), f)
                 for s, e, f in zip(
-                    starts[row, :count].tolist(),
-                    ends[row, :count].tolist(),
-                    followers[row, :count].tolist(),
+                    starts_[row, :count].tolist(),
+                    ends_[row, :count].tolist(),
+                    followers_[row, :count].tolist(),
                     strict=True,
                 )
             }

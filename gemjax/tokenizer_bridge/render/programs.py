@@ -128,7 +128,8 @@ def format_int_codepoints(value: jax.Array, align: str, width: int, size: int) -
     num_digits = INT32_DIGITS - leading
     length = num_digits + negative.astype(jnp.int32)
     pad = jnp.maximum(width - length, 0)
-    left = {">": pad, "<": 0, "^": pad // 2}[align]
+    offsets: dict[str, jax.Array | int] = {">": pad, "<": 0, "^": pad // 2}
+    left = offsets[align]
     position = jnp.arange(size)
     inner = position - left  # index into sign + digits
     digit = digits[jnp.clip(leading + inner - negative.astype(jnp.int32), 0, INT32_DIGITS - 1)]

@@ -113,7 +113,7 @@ class SegmentTokenizer:
             raise NotImplementedError("the device bridge needs a byte-level BPE tokenizer")
         self.tokenizer = tokenizer
         self.specials = specials
-        self.special_ids = [tokenizer.convert_tokens_to_ids(s) for s in specials]
+        self.special_ids = [_token_id(tokenizer, s) for s in specials]
         self.merges = has_merges(tokenizer)
         self.cuts_verified = not self.merges or self._verify_cuts()
         vocab_bytes = token_bytes(tokenizer)
@@ -375,3 +375,11 @@ def _utf8_byte(char: jax.Array, index: jax.Array) -> jax.Array:
     lead = jnp.asarray([0, 0, 0xC0, 0xE0, 0xF0], jnp.int32)[size] | (char >> (6 * (size - 1)))
     continuation = 0x80 | ((char >> jnp.maximum(shift, 0)) & 0x3F)
     return jnp.clip(jnp.where(index == 0, jnp.where(size == 1, char, lead), continuation), 0, 255)
+
+
+def _token_id(tokenizer: PreTrainedTokenizerBase, token: str) -> int:
+    """The id of one token of the tokenizer's vocabulary."""
+    found = tokenizer.convert_tokens_to_ids(token)
+    if not isinstance(found, int):
+        raise ValueError(f"{token!r} is not one token of the tokenizer")
+    return found
