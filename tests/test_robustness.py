@@ -353,7 +353,7 @@ def test_every_cli_usage_error_is_one_line_with_status_2(verb, argv, capsys, tmp
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.count("\n") == 1 and "Traceback" not in captured.err, captured.err
-    assert re.match(r"gemjax( \w+)?: error: ", captured.err), captured.err
+    assert re.match(r"gemjax( [\w-]+)?: error: ", captured.err), captured.err
     assert not (tmp_path / "unused-run-dir").exists()
 
 
