@@ -5,10 +5,11 @@ from gemjax.envs.hangman import Hangman
 from gemjax.envs.mastermind import Mastermind
 from gemjax.envs.minesweeper import Minesweeper
 from gemjax.envs.sudoku import Sudoku
+from gemjax.envs.tower_of_hanoi import TowerofHanoi
 from gemjax.envs.wordle import Wordle
 from gemjax.registry import register
 
-GAMES = (GuessTheNumber, Mastermind, Minesweeper, Wordle, Hangman, Sudoku)
+GAMES = (GuessTheNumber, Mastermind, Minesweeper, Wordle, Hangman, Sudoku, TowerofHanoi)
 
 register("game:GuessTheNumber-v0-hard", GuessTheNumber, min_number=1, max_number=50, max_turns=7)
 register("game:GuessTheNumber-v0-easy", GuessTheNumber, min_number=1, max_number=10, max_turns=4)
@@ -76,4 +77,17 @@ register("game:Sudoku-v0-easy", Sudoku, clues=10, max_turns=15, scale=4)
 register("game:Sudoku-v0-hard", Sudoku, clues=50, max_turns=50, scale=9)
 register("game:Sudoku-v0-random", Sudoku, clues=None, max_turns=None, scale=None)
 
-__all__ = ["GAMES", "GuessTheNumber", "Hangman", "Mastermind", "Minesweeper", "Sudoku", "Wordle"]
+register("game:TowerofHanoi-v0-easy", TowerofHanoi, num_disks=3, max_turns=10)
+register("game:TowerofHanoi-v0-hard", TowerofHanoi, num_disks=5, max_turns=35)
+register("game:TowerofHanoi-v0-random", TowerofHanoi, num_disks=None, max_turns=None)
+
+__all__ = [
+    "GAMES",
+    "GuessTheNumber",
+    "Hangman",
+    "Mastermind",
+    "Minesweeper",
+    "Sudoku",
+    "TowerofHanoi",
+    "Wordle",
+]

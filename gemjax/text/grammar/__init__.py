@@ -4,10 +4,10 @@ device reader the token bridge runs for it, in one module.
 ``base`` holds the protocol (:class:`Grammar`, :class:`ParsedAction`) and ``reader``
 the device-reader protocol (:class:`Reader`) with the number reading readers share;
 ``fields`` (:class:`BoxedInt`, :class:`BoxedInts`, :class:`BoxedCommand`),
-``int_list`` (:class:`BoxedIntList`) and ``letters`` (:class:`BoxedLetters`) are the
-grammars the games use. A new grammar is one more module: a :class:`Grammar`
-subclass (``pattern``, ``parse``, ``render``, ``device_reader``) and its
-:class:`Reader`.
+``int_list`` (:class:`BoxedIntList`), ``letters`` (:class:`BoxedLetters`) and
+``choices`` (:class:`BoxedChoices`) are the grammars the games use. A new grammar
+is one more module: a :class:`Grammar` subclass (``pattern``, ``parse``, ``render``,
+``device_reader``) and its :class:`Reader`.
 """
 
 from gemjax.text.grammar.base import (
@@ -17,6 +17,7 @@ from gemjax.text.grammar.base import (
     clamp_decimal,
     normalise_digits,
 )
+from gemjax.text.grammar.choices import BoxedChoices, ChoicesReader
 from gemjax.text.grammar.fields import BoxedCommand, BoxedInt, BoxedInts, FieldsReader
 from gemjax.text.grammar.int_list import BoxedIntList, ListReader
 from gemjax.text.grammar.letters import (
@@ -32,11 +33,13 @@ __all__ = [
     "INT32_MAX",
     "INT32_MAX_DIGITS",
     "WHITESPACE_BUT_SPACE",
+    "BoxedChoices",
     "BoxedCommand",
     "BoxedInt",
     "BoxedIntList",
     "BoxedInts",
     "BoxedLetters",
+    "ChoicesReader",
     "Feature",
     "FieldsReader",
     "Grammar",
