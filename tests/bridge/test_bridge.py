@@ -513,6 +513,9 @@ def test_echoes_at_and_past_the_echo_buffer_flag_inexact_text(env_id):
     capacity = bridge.messages.echo_capacity
     cases = edge_echoes(env, capacity)
     echo_slots = set(bridge.messages.echo_slots) - COUNT_SLOTS
+    if not echo_slots:  # messages that echo nothing (Tower of Hanoi): nothing to cut
+        assert not cases and not bridge.messages.echo_slots
+        return
     assert {(slot, n) for _, slot, n in cases} >= {
         (slot, n) for slot in echo_slots for n in (capacity, capacity + 1)
     }
