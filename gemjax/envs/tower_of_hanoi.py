@@ -38,7 +38,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
 from gemjax.core import Environment, Event, GemMirror, Rewards, TimeStep, Variant, check_int_action
@@ -117,20 +116,32 @@ class TowerofHanoiParams(struct.PyTreeNode):
 
 
 class TowerofHanoiState(struct.PyTreeNode):
-    """One episode (every reachable placement is legal, so the top disk of a tower is
-    its smallest).
+    """One episode. Every reachable placement is legal, so the top disk of a tower is
+    its smallest: its mask's lowest set bit.
 
     Attributes:
         num_disks, max_turns: int32[] this episode's configuration.
         turn: int32[] turns taken so far (GEM's ``turn_count``; it keeps counting after
             the end).
-        pegs: int8[D] the tower (0, 1, 2) of disk ``d + 1``; -1 beyond ``num_disks``.
+        towers: int32[3] per tower A, B, C the set of its disks, bit ``d`` for disk
+            ``d + 1`` (:meth:`TowerofHanoi.pegs` lists them per disk).
     """
 
     num_disks: jax.Array
     max_turns: jax.Array
     turn: jax.Array
-    pegs: jax.Array
+    towers: jax.Array
+
+
+def lowest_bit(mask: jax.Array) -> jax.Array:
+    """int32: the lowest set bit of ``mask`` (int32, non-negative), 0 for 0."""
+    return mask & -mask
+
+
+def pick(towers: jax.Array, index: jax.Array) -> jax.Array:
+    """``towers[index]`` for int32[3] ``towers`` and ``index`` in ``0..2`` (clamped),
+    as selects (a gather by a traced index is slow under ``vmap`` on CPU)."""
+    return jnp.where(index <= 0, towers[0], jnp.where(index == 1, towers[1], towers[2]))
 
 
 class TowerofHanoi(
@@ -193,18 +204,17 @@ class TowerofHanoi(
     ) -> tuple[TowerofHanoiState, TimeStep]:
         if self.randomize:
             choice = below(random_words(key, 1)[0], jnp.int32(len(RANDOM_CONFIGS)))
-            pick = jnp.arange(len(RANDOM_CONFIGS)) == choice
-            disks, turns = (
-                jnp.sum(jnp.where(pick, jnp.asarray(column, jnp.int32), 0))
-                for column in zip(*RANDOM_CONFIGS, strict=True)
-            )
+            disks, turns = jnp.int32(RANDOM_CONFIGS[-1][0]), jnp.int32(RANDOM_CONFIGS[-1][1])
+            for i, (d, t) in enumerate(RANDOM_CONFIGS[:-1]):  # selects, not a gather
+                disks, turns = jnp.where(choice == i, d, disks), jnp.where(choice == i, t, turns)
         else:
             disks, turns = params.num_disks, params.max_turns
+        all_disks = (jnp.int32(1) << disks) - 1
         state = TowerofHanoiState(
             num_disks=disks,
             max_turns=turns,
             turn=jnp.int32(0),
-            pegs=jnp.where(jnp.arange(self.size) < disks, 0, -1).astype(jnp.int8),
+            towers=jnp.stack([all_disks, jnp.int32(0), jnp.int32(0)]),
         )
         ts = TimeStep.first(self._observation(state), self.instructions_event(state))
         return state, ts
@@ -219,25 +229,34 @@ class TowerofHanoi(
         pair = check_int_action(action, (2,)) - 1  # tower indices 0..2
         rewards = params.rewards
         turn = state.turn + 1
-        format_error = ~jnp.all((pair >= 0) & (pair < len(TOWERS)))
-        source, target = jnp.clip(pair, 0, len(TOWERS) - 1)
-        top = self._tops(state.pegs)
-        empty = top[source] > self.size
-        larger = ~empty & (top[source] > top[target])
+        source, target = pair[0], pair[1]
+        # Unsigned, a negative index is out of range too.
+        format_error = (source.astype(jnp.uint32) >= len(TOWERS)) | (
+            target.astype(jnp.uint32) >= len(TOWERS)
+        )
+        # The top disk of a tower is its mask's lowest set bit (0 when it is empty);
+        # comparing those bits compares the disks.
+        source_top = lowest_bit(pick(state.towers, source))
+        target_top = lowest_bit(pick(state.towers, target))
+        empty = source_top == 0
+        larger = ~empty & (target_top != 0) & (source_top > target_top)
         moves = ~format_error & ~empty & ~larger
-        disks = jnp.arange(1, self.size + 1)
-        pegs = jnp.where(moves & (disks == top[source]), target, state.pegs).astype(jnp.int8)
-        active = disks <= state.num_disks
-        solved = moves & jnp.all(~active | (pegs == 2))
+        moved = jnp.where(moves, source_top, 0)  # the moving disk's bit, or none
+        index = jnp.arange(len(TOWERS))
+        towers = (state.towers ^ jnp.where(index == source, moved, 0)) | jnp.where(
+            index == target, moved, 0
+        )
+        on_c = towers[2]
+        solved = moves & (on_c == (jnp.int32(1) << state.num_disks) - 1)
         out_of_turns = turn >= state.max_turns
-        on_c = jnp.sum(pegs == 2).astype(jnp.float32)
 
         reward = jnp.select(
             [format_error, solved, out_of_turns, moves],
             [
                 rewards.format_error,
                 rewards.success,
-                on_c / state.num_disks.astype(jnp.float32),
+                jax.lax.population_count(on_c).astype(jnp.float32)
+                / state.num_disks.astype(jnp.float32),
                 rewards.step,
             ],
             rewards.invalid,
@@ -250,27 +269,34 @@ class TowerofHanoi(
             (larger, "larger"),
             default="moved",
         )
-        new_state = state.replace(turn=turn, pegs=pegs)
+        new_state = state.replace(turn=turn, towers=towers)
         ts = TimeStep(
             observation=self._observation(new_state),
             reward=reward,
             terminated=format_error | solved | out_of_turns,
             truncated=jnp.where(format_error, turn == state.max_turns, out_of_turns & ~solved),
-            event=MESSAGES.event(kind, turn=turn, source=source, target=target, disk=top[source]),
+            event=MESSAGES.event(
+                kind,
+                turn=turn,
+                source=jnp.clip(source, 0, len(TOWERS) - 1),
+                target=jnp.clip(target, 0, len(TOWERS) - 1),
+                disk=jax.lax.population_count(source_top - 1) + 1,
+            ),
             info={"success": solved},
         )
         return new_state, ts
-
-    def _tops(self, pegs: jax.Array) -> jax.Array:
-        """int32[3]: the top (smallest) disk of each tower, ``D + 1`` when it is empty."""
-        disks = jnp.arange(1, self.size + 1)
-        on = pegs[None, :] == jnp.arange(len(TOWERS), dtype=pegs.dtype)[:, None]
-        return jnp.min(jnp.where(on, disks, self.size + 1), axis=1).astype(jnp.int32)
 
     def random_action(self, key: jax.Array, state: TowerofHanoiState) -> jax.Array:
         """Source and target uniform over A, B, C (GEM has no sampler; see
         docs/gem_differences.md)."""
         return 1 + below(random_words(key, 2), jnp.int32(len(TOWERS)))
+
+    def pegs(self, state: TowerofHanoiState) -> jax.Array:
+        """int8[D]: the tower (0, 1, 2 for A, B, C) of disk ``d + 1``, -1 for the
+        disks beyond ``num_disks``."""
+        bits = jnp.int32(1) << jnp.arange(self.size, dtype=jnp.int32)
+        a, b, c = ((state.towers[i] & bits) != 0 for i in range(len(TOWERS)))
+        return jnp.where(a, 0, jnp.where(b, 1, jnp.where(c, 2, -1))).astype(jnp.int8)
 
     def towers(self, state: TowerofHanoiState) -> tuple[jax.Array, jax.Array]:
         """Each tower's disks, bottom to top, as GEM lists them.
@@ -278,10 +304,10 @@ class TowerofHanoi(
         Returns:
             ``(disks int32[3, D]`` zero padded, ``heights int32[3])``.
         """
-        disks = jnp.arange(1, self.size + 1)
-        on = state.pegs[None, :] == jnp.arange(len(TOWERS), dtype=state.pegs.dtype)[:, None]
+        disks = jnp.arange(1, self.size + 1, dtype=jnp.int32)
+        on = (state.towers[:, None] >> (disks - 1)) & 1 == 1
         stacked = -jnp.sort(-jnp.where(on, disks, 0), axis=1)
-        return stacked.astype(jnp.int32), jnp.sum(on, axis=1).astype(jnp.int32)
+        return stacked, jax.lax.population_count(state.towers)
 
     def instructions_event(self, state: TowerofHanoiState) -> Event:
         return MESSAGES.event("instructions", num_disks=state.num_disks)
@@ -296,7 +322,7 @@ class TowerofHanoi(
 
     def _observation(self, state: TowerofHanoiState) -> dict[str, jax.Array]:
         return {
-            "pegs": state.pegs,
+            "pegs": self.pegs(state),
             "turn": state.turn,
             "num_disks": state.num_disks,
             "max_turns": state.max_turns,
@@ -319,18 +345,15 @@ class TowerofHanoi(
         """
         if not 1 <= gem_env.num_disks <= self.size:
             raise ValueError(f"{gem_env.num_disks} disks do not fit this env ({self.size})")
-        pegs = np.full(self.size, -1, np.int8)
-        for index, name in enumerate(TOWERS):
-            tower = list(gem_env.board[name])
+        towers = [list(gem_env.board[name]) for name in TOWERS]
+        for name, tower in zip(TOWERS, towers, strict=True):
             if tower != sorted(tower, reverse=True):
                 raise ValueError(f"tower {name} is not stacked largest first: {tower}")
-            for disk in tower:
-                pegs[disk - 1] = index
-        if sorted(np.flatnonzero(pegs >= 0) + 1) != list(range(1, gem_env.num_disks + 1)):
+        if sorted(d for tower in towers for d in tower) != list(range(1, gem_env.num_disks + 1)):
             raise ValueError(f"the board does not hold disks 1..{gem_env.num_disks} once each")
         return TowerofHanoiState(
             num_disks=jnp.int32(gem_env.num_disks),
             max_turns=jnp.int32(gem_env.max_turns),
             turn=jnp.int32(gem_env.turn_count),
-            pegs=jnp.asarray(pegs),
+            towers=jnp.asarray([sum(1 << (d - 1) for d in t) for t in towers], jnp.int32),
         )

@@ -107,7 +107,7 @@ def test_reset_distribution(kits, env_id):
     assert (states.turn == 0).all()
     disks = np.arange(1, kit.env.size + 1)
     expected = np.where(disks[None] <= states.num_disks[:, None], 0, -1)
-    np.testing.assert_array_equal(states.pegs, expected)
+    np.testing.assert_array_equal(jax.vmap(kit.env.pegs)(states), expected)
 
 
 def test_random_action_is_a_uniform_well_formed_move(kits):
@@ -180,7 +180,7 @@ def test_branch(kits, branch_results, index):
     assert env.messages.render(int(ts.event.kind), ts.event.args.tolist()) == g_obs
     assert np.float32(g_reward) == ts.reward and (g_term, g_trunc) == (term, trunc)
     mirror = gemjax.make(EASY, num_disks=3, max_turns=turns)
-    np.testing.assert_array_equal(mirror.state_from_gem(gem).pegs, new_state.pegs[:3])
+    np.testing.assert_array_equal(mirror.state_from_gem(gem).towers, new_state.towers)
     values = jax.device_get(dict(env.suffix_values(new_state)))
     host = {k: v.tolist() if v.ndim else int(v) for k, v in values.items()}
     assert env.suffix.render(host) == g_info["suffix"]
@@ -233,7 +233,7 @@ STEPS = 40
 
 @pytest.fixture(scope="module")
 def rollout():
-    """``(states, timesteps, towers)`` of a -random episode from ``key`` under
+    """``(pegs, timesteps, towers)`` of a -random episode from ``key`` under
     ``actions`` (int32[STEPS, 2]), stacked over steps."""
     env = gemjax.make(RANDOM)
     params = env.default_params
@@ -243,7 +243,7 @@ def rollout():
 
         def body(state, action):
             state, ts = env.step(key, state, action, params)
-            return state, (state, ts, env.towers(state))
+            return state, (env.pegs(state), ts, env.towers(state))
 
         return jax.lax.scan(body, state, actions)[1]
 
@@ -262,16 +262,15 @@ def test_no_disk_on_a_smaller_one_and_disks_conserved(rollout, seed, moves):
     same moves, is the same."""
     env, run = rollout
     key, actions = jax.random.key(seed), jnp.asarray(moves, jnp.int32)
-    states, timesteps, (disks, heights) = jax.device_get(run(key, actions))
-    n = int(states.num_disks[0])
-    gem = TowerofHanoiEnv(num_disks=n, max_turns=int(states.max_turns[0]))
+    pegs, timesteps, (disks, heights) = jax.device_get(run(key, actions))
+    n = int(timesteps.observation["num_disks"][0])
+    gem = TowerofHanoiEnv(num_disks=n, max_turns=int(timesteps.observation["max_turns"][0]))
     for t, (source, target) in enumerate(moves):
         towers = [disks[t, p, : heights[t, p]].tolist() for p in range(3)]
         for tower in towers:
             assert all(low > high for low, high in itertools.pairwise(tower)), towers
         assert sorted(d for tower in towers for d in tower) == list(range(1, n + 1))
-        pegs = states.pegs[t]
-        assert (pegs[n:] == -1).all() and set(pegs[:n].tolist()) <= {0, 1, 2}
+        assert (pegs[t, n:] == -1).all() and set(pegs[t, :n].tolist()) <= {0, 1, 2}
         text = env.grammar.render(np.asarray([source, target]))
         obs = gem.step(text)[0]
         assert towers == [gem.board[name] for name in "ABC"], (t, text)
@@ -321,7 +320,10 @@ class HanoiStream(testing.ActionStream):
 
     def pegs(self) -> list[int]:
         state = self.ours.state
-        return np.asarray(state.pegs)[: int(state.num_disks)].tolist()
+        towers = np.asarray(state.towers).tolist()
+        return [
+            next(t for t in range(3) if towers[t] >> d & 1) for d in range(int(state.num_disks))
+        ]
 
     def tops(self) -> list[int | None]:
         pegs = self.pegs()
