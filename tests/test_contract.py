@@ -11,20 +11,10 @@ from __future__ import annotations
 import gem
 import pytest
 from gem.envs.registration import ENV_REGISTRY
+from tiers import FIRST_OF_GAME, IDS, tiered
 
 import gemjax
 from gemjax import testing
-
-IDS = gemjax.list_envs()
-FIRST_OF_GAME = {
-    next(i for i in IDS if type(gemjax.make(i)) is game)
-    for game in {type(gemjax.make(i)) for i in IDS}
-}
-
-
-def tiered(ids: list[str]) -> list:
-    """``ids`` as pytest params, the ones beyond each game's first marked slow."""
-    return [pytest.param(i, marks=() if i in FIRST_OF_GAME else pytest.mark.slow) for i in ids]
 
 
 @pytest.mark.parametrize("env_id", tiered(IDS))

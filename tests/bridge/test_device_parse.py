@@ -31,6 +31,7 @@ from fuzz_cases import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import quick_first
 
 from gemjax.lanes import DEFAULT_SHARE
 from gemjax.text.grammar import BoxedInt, BoxedLetters
@@ -68,7 +69,8 @@ def adversarial_texts() -> list[str]:
     ]  # fmt: skip
 
 
-@pytest.fixture(scope="module", params=["qwen3", "bytes"])
+# The quick tier (-m "not slow") reads with qwen3; CI with both.
+@pytest.fixture(scope="module", params=["qwen3", pytest.param("bytes", marks=pytest.mark.slow)])
 def vocab(request: pytest.FixtureRequest) -> Vocabulary:
     name = "byte_tokenizer" if request.param == "bytes" else "qwen3"
     return Vocabulary(request.getfixturevalue(name))
@@ -113,7 +115,7 @@ def test_agrees_with_host(name: str, vocab: Vocabulary) -> None:
     check(name, vocab, cases)
 
 
-@pytest.mark.parametrize("name", sorted(GRAMMARS))
+@pytest.mark.parametrize("name", quick_first(sorted(GRAMMARS)))
 def test_token_pass_and_fallbacks(name: str, qwen3: Any) -> None:
     """The token pass reads every lane it vouches for as the host does; batches with
     none, a few, many and nearly all lanes it does not vouch for (tokens that are

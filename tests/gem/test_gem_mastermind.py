@@ -157,6 +157,7 @@ class ActionStream(testing.ActionStream):
         guess[-1] = self.rng.choice(["0" * 4299 + "1", "0" * 4300 + "1", "7" * 4301])
         return self.box(guess)
 
+
 # The quick tier (-m "not slow") replays the easy id; CI all three.
 @pytest.mark.parametrize(
     ("env_id", "stream_seed"),

@@ -179,6 +179,7 @@ class ActionStream(testing.ActionStream):
             self.rng.choice(["0" * 4299 + "1", "0" * 4300 + "1", "7" * 4301]),
         )
 
+
 def first_reveal(rng: random.Random, gem_env) -> None:
     """GEM's opening: a few flags, maybe a (rejected) reveal of a flagged cell."""
     flagged = []

@@ -61,7 +61,6 @@ class ActionStream(testing.ActionStream):
 
     leading_zeros = 0.08
 
-
     def __init__(self, rng: random.Random, gem_env, ours: gg.TextEnv, careful: bool) -> None:
         super().__init__(rng, gem_env, ours)
         self.rng, self.env, self.ours = rng, gem_env, ours
@@ -165,6 +164,7 @@ class ActionStream(testing.ActionStream):
     def too_many_digits(self) -> str:
         last = self.rng.choice(["0" * 4299 + "1", "0" * 4300 + "1", "7" * 4301])
         return self.box("1", "1", last)
+
 
 # The quick tier (-m "not slow") replays the easy id; CI all three.
 @pytest.mark.parametrize(

@@ -157,6 +157,7 @@ class ActionStream(testing.ActionStream):
         w.insert(self.rng.randint(0, len(w)), self.rng.choice(NON_ASCII))
         return "\\boxed{" + "".join(w) + "}"
 
+
 def run_parity(gem_env, env_id: str, stream_seed: int, episodes: int) -> tuple[Counter, Counter]:
     rng = random.Random(stream_seed)
     configs: Counter = Counter()
