@@ -177,10 +177,6 @@ class TowerofHanoi(
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
 
     @property
-    def config(self) -> tuple[Any, ...]:
-        return self.variant.config
-
-    @property
     def default_params(self) -> TowerofHanoiParams:
         disks, turns = (jnp.int32(v) for v in self._defaults)
         return TowerofHanoiParams(num_disks=disks, max_turns=turns)
@@ -333,9 +329,7 @@ class TowerofHanoi(
     @classmethod
     def kwargs_from_gem(cls, gem_env: Any) -> dict[str, Any]:
         """Constructor kwargs matching a live ``gem-llm`` TowerofHanoiEnv."""
-        if gem_env._is_random:
-            return {"num_disks": None, "max_turns": None}
-        return {"num_disks": gem_env.num_disks, "max_turns": gem_env.max_turns}
+        return cls.gem_kwargs(gem_env, ("num_disks", "max_turns"))
 
     def state_from_gem(self, gem_env: Any) -> TowerofHanoiState:
         """The kernel state equal to a live GEM env's.
