@@ -23,7 +23,7 @@ import gemjax
 import gemjax.gem as gg
 from gemjax import testing
 from gemjax.envs.tower_of_hanoi import MAX_DISKS, PATTERN, RANDOM_CONFIGS, TowerofHanoiState
-from gemjax.testing import lane, parity_episodes
+from gemjax.testing import lane
 
 EASY, HARD, RANDOM = (f"game:TowerofHanoi-v0-{v}" for v in ("easy", "hard", "random"))
 IDS = (EASY, HARD, RANDOM)
@@ -379,31 +379,20 @@ class HanoiStream(testing.ActionStream):
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     import gem
 
-    rng = random.Random(stream_seed)
-    gem_env = gem.make(env_id)
-    ours = None
     configs: Counter = Counter()
-
-    def start(seed: int) -> gg.TextEnv:
-        nonlocal ours
-        configs[gem_env.num_disks, gem_env.max_turns] += 1
-        ours = testing.mirror(gem_env, ours, seed)
-        assert ours.get_task_suffix() == gem_env.get_task_suffix()
-        return ours
-
-    with testing.preserved_global_rng():
-        seen = parity_episodes(
-            gem_env,
-            env_id,
-            stream_seed,
-            EPISODES[env_id],
-            start=start,
-            new_stream=lambda ours: HanoiStream(rng, gem_env, ours, careful=rng.random() < 0.4),
-            extra=lambda: rng.choice([0, 0, 0, rng.randint(1, 4)]),  # GEM does not freeze
-            turns_past_limit=5,
-            describe=lambda: f"board {gem_env.board} turn {gem_env.turn_count}",
-        )
-    assert "other" not in seen
+    seen = testing.check_gem_parity(
+        gem.make(env_id),
+        env_id,
+        EPISODES[env_id],
+        stream_seed,
+        stream=lambda rng, gem_env, ours: HanoiStream(
+            rng, gem_env, ours, careful=rng.random() < 0.4
+        ),
+        on_reset=lambda gem_env: configs.update([(gem_env.num_disks, gem_env.max_turns)]),
+        extra_turns=(3, 4),  # GEM does not freeze
+        turns_past_limit=5,
+        describe=lambda gem_env: f"board {gem_env.board} turn {gem_env.turn_count}",
+    )
     names = {name.split("[")[0] for name in seen}
     assert names == set(gemjax.make(env_id).messages.names) - {"instructions"}, seen
     if env_id == RANDOM:
