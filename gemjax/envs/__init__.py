@@ -1,5 +1,6 @@
 """The games, registered under GEM's ids."""
 
+from gemjax.envs.fifteen_puzzle import FifteenPuzzle
 from gemjax.envs.guess_the_number import GuessTheNumber
 from gemjax.envs.hangman import Hangman
 from gemjax.envs.mastermind import Mastermind
@@ -8,7 +9,7 @@ from gemjax.envs.sudoku import Sudoku
 from gemjax.envs.wordle import Wordle
 from gemjax.registry import register
 
-GAMES = (GuessTheNumber, Mastermind, Minesweeper, Wordle, Hangman, Sudoku)
+GAMES = (GuessTheNumber, Mastermind, Minesweeper, Wordle, Hangman, Sudoku, FifteenPuzzle)
 
 register("game:GuessTheNumber-v0-hard", GuessTheNumber, min_number=1, max_number=50, max_turns=7)
 register("game:GuessTheNumber-v0-easy", GuessTheNumber, min_number=1, max_number=10, max_turns=4)
@@ -76,4 +77,19 @@ register("game:Sudoku-v0-easy", Sudoku, clues=10, max_turns=15, scale=4)
 register("game:Sudoku-v0-hard", Sudoku, clues=50, max_turns=50, scale=9)
 register("game:Sudoku-v0-random", Sudoku, clues=None, max_turns=None, scale=None)
 
-__all__ = ["GAMES", "GuessTheNumber", "Hangman", "Mastermind", "Minesweeper", "Sudoku", "Wordle"]
+# GEM's -random id crashes in its constructor; this one draws GEM's intended
+# configurations (docs/gem_differences.md).
+register("game:FifteenPuzzle-v0-random", FifteenPuzzle, num_rows=None, max_turns=None)
+register("game:FifteenPuzzle-v0-easy", FifteenPuzzle, num_rows=2, max_turns=10)
+register("game:FifteenPuzzle-v0-hard", FifteenPuzzle, num_rows=4, max_turns=50)
+
+__all__ = [
+    "GAMES",
+    "FifteenPuzzle",
+    "GuessTheNumber",
+    "Hangman",
+    "Mastermind",
+    "Minesweeper",
+    "Sudoku",
+    "Wordle",
+]
