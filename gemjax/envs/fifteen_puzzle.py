@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -55,7 +56,6 @@ from gemjax.text.templates import Board, Choice, MessageTable, Template
 DIRECTIONS = ("up", "down", "left", "right")
 # The blank's (row, col) step for each direction: the tile on that side moves in.
 BLANK_STEPS = ((1, 0), (-1, 0), (0, 1), (0, -1))
-OPPOSITE = (1, 0, 3, 2)
 # GEM's -random candidates: (num_rows, max_turns).
 RANDOM_CONFIGS = ((2, 10), (3, 20), (4, 50))
 WALK_MOVES = 100  # GEM's mc_rand_moves
@@ -132,25 +132,102 @@ def slide(board: jax.Array, blank: jax.Array, move: jax.Array) -> tuple[jax.Arra
     return board, target
 
 
+@dataclass(frozen=True)
+class PackedCells:
+    """A board of ``cells`` small values packed ``per_word`` to a uint32 word, ``bits``
+    bits each (the walk's carry: a few scalars a lane instead of an array, and a
+    tile moves by shifts and masks through a one-hot over the words)."""
+
+    cells: int
+
+    @property
+    def bits(self) -> int:
+        return max(1, (self.cells - 1).bit_length())
+
+    @property
+    def per_word(self) -> int:
+        return 32 // self.bits
+
+    @property
+    def words(self) -> int:
+        return -(-self.cells // self.per_word)
+
+    def _place(self, cell: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """bool[words] one-hot of the word holding ``cell`` (int32[]) and its shift."""
+        at_word = jnp.arange(self.words, dtype=jnp.int32) == cell // self.per_word
+        return at_word, ((cell % self.per_word) * self.bits).astype(jnp.uint32)
+
+    def pack(self, values: jax.Array) -> jax.Array:
+        """uint32[words] of int[cells] ``values`` in ``0 .. 2**bits - 1``."""
+        cells = jnp.arange(self.cells)
+        shifted = values.astype(jnp.uint32) << ((cells % self.per_word) * self.bits).astype(
+            jnp.uint32
+        )
+        owner = cells // self.per_word
+        return jnp.stack(
+            [
+                jnp.sum(jnp.where(owner == k, shifted, 0), dtype=jnp.uint32)
+                for k in range(self.words)
+            ]
+        )
+
+    def unpack(self, words: jax.Array) -> jax.Array:
+        """int32[cells] of uint32[words] ``words``."""
+        cells = np.arange(self.cells)
+        shifts = jnp.asarray((cells % self.per_word) * self.bits, jnp.uint32)
+        mask = jnp.uint32((1 << self.bits) - 1)
+        return ((words[cells // self.per_word] >> shifts) & mask).astype(jnp.int32)
+
+    def move(self, words: jax.Array, source: jax.Array, dest: jax.Array) -> jax.Array:
+        """``words`` with the value of cell ``source`` moved to cell ``dest`` (which
+        holds 0) and ``source`` cleared (int32[] cells)."""
+        mask = jnp.uint32((1 << self.bits) - 1)
+        from_word, from_shift = self._place(source)
+        to_word, to_shift = self._place(dest)
+        value = (jnp.sum(jnp.where(from_word, words, 0), dtype=jnp.uint32) >> from_shift) & mask
+        words = jnp.where(to_word, words | (value << to_shift), words)
+        return jnp.where(from_word, words & ~(mask << from_shift), words)
+
+
 def walk_board(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
     """int8[side, side] GEM's start board: from the solved board, one move per word of
     ``words`` (uint32[moves]), each uniform among the legal directions that do not
-    undo the previous move (the word picks among them, in :data:`DIRECTIONS` order)."""
-    opposite = jnp.asarray(OPPOSITE, jnp.int32)
+    undo the previous move (the word picks among them, in :data:`DIRECTIONS` order).
 
-    def body(k: jax.Array, carry: tuple[jax.Array, jax.Array, jax.Array]) -> Any:
-        board, blank, last = carry
-        undo = jnp.where(last >= 0, opposite[jnp.maximum(last, 0)], -1)
-        allowed = legal_moves(blank, num_rows) & (jnp.arange(4) != undo)
-        pick = below(words[k], jnp.sum(allowed, dtype=jnp.int32))
-        move = jnp.argmax(allowed & (jnp.cumsum(allowed) == pick + 1)).astype(jnp.int32)
-        board, blank = slide(board, blank, move)
-        return board, blank, move
+    The board travels packed (:class:`PackedCells`) with the blank's row and column
+    as scalars, so under ``vmap`` each move is a few vector operations over the lanes
+    (docs/performance.md)."""
+    packed = PackedCells(side * side)
+    last_row = num_rows - 1
+    # Each word's pick among 2 and among 3 moves (at most 3 are allowed after the
+    # first move, 2 at the corner), drawn before the loop over all words at once.
+    picks = below(words[:, None], jnp.asarray([2, 3], jnp.uint32))
 
-    corner = jnp.stack([num_rows - 1, num_rows - 1])
-    start = (goal_board(num_rows, side), corner, jnp.int32(-1))
-    board, _, _ = jax.lax.fori_loop(0, words.shape[0], body, start)
-    return board
+    def body(k: jax.Array, carry: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+        board, row, col, last = carry
+        # up, down, left, right; a move undoes the previous one when last == move ^ 1.
+        allowed = (
+            (row < last_row) & (last != 1),
+            (row > 0) & (last != 0),
+            (col < last_row) & (last != 3),
+            (col > 0) & (last != 2),
+        )
+        before = [allowed[0].astype(jnp.int32)]
+        for a in allowed[1:]:
+            before.append(before[-1] + a.astype(jnp.int32))
+        pick = jnp.where(before[-1] == 3, picks[k, 1], jnp.where(before[-1] == 2, picks[k, 0], 0))
+        # The pick-th allowed move is the number of moves whose running count <= pick.
+        move = sum((count <= pick).astype(jnp.int32) for count in before[:3])
+        d_row = (move == 0).astype(jnp.int32) - (move == 1).astype(jnp.int32)
+        d_col = (move == 2).astype(jnp.int32) - (move == 3).astype(jnp.int32)
+        target = (row + d_row) * side + col + d_col
+        board = packed.move(board, target, row * side + col)
+        return board, row + d_row, col + d_col, move
+
+    goal = packed.pack(goal_board(num_rows, side).reshape(-1))
+    start = (goal, last_row, last_row, jnp.int32(-1))
+    board = jax.lax.fori_loop(0, words.shape[0], body, start)[0]
+    return packed.unpack(board).reshape(side, side).astype(jnp.int8)
 
 
 class FifteenPuzzleParams(struct.PyTreeNode):
@@ -265,7 +342,7 @@ class FifteenPuzzle(
         params: FifteenPuzzleParams,
     ) -> tuple[FifteenPuzzleState, TimeStep]:
         code = check_int_action(action, ())
-        rewards, num_rows = params.rewards, state.num_rows
+        rewards, num_rows = params.rewards, self._num_rows(state)
         turn = state.turn + 1
         format_error = (code < 1) | (code > len(DIRECTIONS))
         move = jnp.clip(code - 1, 0, len(DIRECTIONS) - 1)
@@ -308,9 +385,15 @@ class FifteenPuzzle(
 
     def _blank(self, state: FifteenPuzzleState) -> jax.Array:
         """int32[2] the blank's (row, col): the active cell holding 0."""
-        hole = (state.board == 0) & self._active(state.num_rows)
-        index = jnp.argmax(hole.reshape(-1)).astype(jnp.int32)
+        hole = (state.board == 0) & self._active(self._num_rows(state))
+        cells = jnp.arange(self.side * self.side, dtype=jnp.int32)
+        index = jnp.sum(jnp.where(hole.reshape(-1), cells, 0))  # the only such cell
         return jnp.stack([index // self.side, index % self.side])
+
+    def _num_rows(self, state: FifteenPuzzleState) -> jax.Array:
+        """The episode's rows: a constant outside ``-random`` (so the goal board and
+        the active cells fold into constants)."""
+        return state.num_rows if self.randomize else jnp.int32(self.side)
 
     def random_action(self, key: jax.Array, state: FifteenPuzzleState) -> jax.Array:
         """A direction uniform among the four (GEM's sampler; GEM returns the bare
@@ -320,7 +403,7 @@ class FifteenPuzzle(
     def valid_action_mask(self, state: FifteenPuzzleState) -> jax.Array:
         """bool[5]: the directions whose tile is on the board (0, the format error,
         never)."""
-        legal = legal_moves(self._blank(state), state.num_rows)
+        legal = legal_moves(self._blank(state), self._num_rows(state))
         return jnp.concatenate([jnp.zeros((1,), jnp.bool_), legal])
 
     def instructions_event(self, state: FifteenPuzzleState) -> Event:
@@ -332,7 +415,7 @@ class FifteenPuzzle(
     def _observation(self, state: FifteenPuzzleState) -> dict[str, jax.Array]:
         return {
             "board": state.board,
-            "active": self._active(state.num_rows),
+            "active": self._active(self._num_rows(state)),
             "turn": state.turn,
             "num_rows": state.num_rows,
             "max_turns": state.max_turns,
