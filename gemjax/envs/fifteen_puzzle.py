@@ -217,9 +217,9 @@ def walk_board(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
             before.append(before[-1] + a.astype(jnp.int32))
         pick = jnp.where(before[-1] == 3, picks[k, 1], jnp.where(before[-1] == 2, picks[k, 0], 0))
         # The pick-th allowed move is the number of moves whose running count <= pick.
-        move = sum((count <= pick).astype(jnp.int32) for count in before[:3])
-        d_row = (move == 0).astype(jnp.int32) - (move == 1).astype(jnp.int32)
-        d_col = (move == 2).astype(jnp.int32) - (move == 3).astype(jnp.int32)
+        move = jnp.sum(jnp.stack(before[:3]) <= pick, dtype=jnp.int32)
+        d_row = jnp.where(move == 0, 1, jnp.where(move == 1, -1, 0))
+        d_col = jnp.where(move == 2, 1, jnp.where(move == 3, -1, 0))
         target = (row + d_row) * side + col + d_col
         board = packed.move(board, target, row * side + col)
         return board, row + d_row, col + d_col, move
