@@ -118,9 +118,9 @@ def legal_moves(blank: jax.Array, num_rows: jax.Array) -> jax.Array:
     return jnp.all((target >= 0) & (target < num_rows), axis=1)
 
 
-def slide(board: jax.Array, blank: jax.Array, move: jax.Array) -> tuple[jax.Array, jax.Array]:
+def slide(board: jax.Array, blank: jax.Array, move: jax.Array) -> jax.Array:
     """The board (int8[S, S]) after the tile on side ``move`` (int32[], a legal
-    direction) of the blank (int32[2]) slides into it, and the blank's new place."""
+    direction) of the blank (int32[2]) slides into it."""
     target = blank + jnp.asarray(BLANK_STEPS, jnp.int32)[move]
     side = board.shape[0]
     r = jnp.arange(side, dtype=jnp.int32)[:, None]
@@ -128,8 +128,7 @@ def slide(board: jax.Array, blank: jax.Array, move: jax.Array) -> tuple[jax.Arra
     at_blank = (r == blank[0]) & (c == blank[1])
     at_target = (r == target[0]) & (c == target[1])
     tile = jnp.sum(jnp.where(at_target, board, 0), dtype=jnp.int32).astype(board.dtype)
-    board = jnp.where(at_blank, tile, jnp.where(at_target, 0, board)).astype(board.dtype)
-    return board, target
+    return jnp.where(at_blank, tile, jnp.where(at_target, 0, board)).astype(board.dtype)
 
 
 @dataclass(frozen=True)
@@ -142,14 +141,17 @@ class PackedCells:
 
     @property
     def bits(self) -> int:
+        """Bits a cell: enough for the values ``0 .. cells - 1``."""
         return max(1, (self.cells - 1).bit_length())
 
     @property
     def per_word(self) -> int:
+        """Cells a uint32 word holds."""
         return 32 // self.bits
 
     @property
     def words(self) -> int:
+        """uint32 words a board takes."""
         return -(-self.cells // self.per_word)
 
     def _place(self, cell: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -348,7 +350,7 @@ class FifteenPuzzle(
         move = jnp.clip(code - 1, 0, len(DIRECTIONS) - 1)
         blank = self._blank(state)
         valid = ~format_error & legal_moves(blank, num_rows)[move]
-        moved, _ = slide(state.board, blank, move)
+        moved = slide(state.board, blank, move)
         board = jnp.where(valid, moved, state.board)
         goal = goal_board(num_rows, self.side)
         solved = valid & jnp.all(board == goal)
