@@ -1,5 +1,6 @@
 """The games, registered under GEM's ids."""
 
+from gemjax.envs.fifteen_puzzle import FifteenPuzzle
 from gemjax.envs.guess_the_number import GuessTheNumber
 from gemjax.envs.hangman import Hangman
 from gemjax.envs.mastermind import Mastermind
@@ -9,7 +10,16 @@ from gemjax.envs.tower_of_hanoi import TowerofHanoi
 from gemjax.envs.wordle import Wordle
 from gemjax.registry import register
 
-GAMES = (GuessTheNumber, Mastermind, Minesweeper, Wordle, Hangman, Sudoku, TowerofHanoi)
+GAMES = (
+    GuessTheNumber,
+    Mastermind,
+    Minesweeper,
+    Wordle,
+    Hangman,
+    Sudoku,
+    TowerofHanoi,
+    FifteenPuzzle,
+)
 
 register("game:GuessTheNumber-v0-hard", GuessTheNumber, min_number=1, max_number=50, max_turns=7)
 register("game:GuessTheNumber-v0-easy", GuessTheNumber, min_number=1, max_number=10, max_turns=4)
@@ -81,8 +91,15 @@ register("game:TowerofHanoi-v0-easy", TowerofHanoi, num_disks=3, max_turns=10)
 register("game:TowerofHanoi-v0-hard", TowerofHanoi, num_disks=5, max_turns=35)
 register("game:TowerofHanoi-v0-random", TowerofHanoi, num_disks=None, max_turns=None)
 
+# GEM's -random id crashes in its constructor; this one draws GEM's intended
+# configurations (docs/gem_differences.md).
+register("game:FifteenPuzzle-v0-random", FifteenPuzzle, num_rows=None, max_turns=None)
+register("game:FifteenPuzzle-v0-easy", FifteenPuzzle, num_rows=2, max_turns=10)
+register("game:FifteenPuzzle-v0-hard", FifteenPuzzle, num_rows=4, max_turns=50)
+
 __all__ = [
     "GAMES",
+    "FifteenPuzzle",
     "GuessTheNumber",
     "Hangman",
     "Mastermind",

@@ -66,6 +66,9 @@ def adversarial_texts() -> list[str]:
         "\\boxed{\u0130\u212a}", "\\BOXED{abc}", "\\Boxed{q}", "\\boxed{abcdefghij}",
         "\\boxed{e}", "\\boxed{\u00e9}", "\\boxed{\u00df}", "\\boxed{\ufb05}", "\\boxed{\ufffd}",
         "\\boxed{1}\ufffd", "\\\\boxed{3}", "\\boxed{7} trailing \\boxed{", "\\boxed{7} \\boxed{}",
+        "\\boxed{up}", "\\boxed{Up}", "\\boxed{RIGHT}", "\\boxed{r\u0130ght}",
+        "\\boxed{r\u0131ght}", "\\boxed{left} \\boxed{Down}", "\\boxed{down} \\boxed{upp}",
+        "\\boxed{ up}", "\\boxed{\\boxed{left}}",
     ]  # fmt: skip
 
 
@@ -150,7 +153,14 @@ def test_token_pass_and_fallbacks(name: str, qwen3: Any) -> None:
 
 def test_every_game_grammar_is_covered() -> None:
     names = {type(g).__name__ for g in GRAMMARS.values()}
-    assert {"BoxedInt", "BoxedIntList", "BoxedCommand", "BoxedLetters", "BoxedInts"} <= names
+    assert {
+        "BoxedInt",
+        "BoxedIntList",
+        "BoxedCommand",
+        "BoxedLetters",
+        "BoxedInts",
+        "BoxedWord",
+    } <= names
 
 
 def test_overflow_reads_the_last_bytes(qwen3: Any) -> None:

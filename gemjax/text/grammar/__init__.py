@@ -4,10 +4,11 @@ device reader the token bridge runs for it, in one module.
 ``base`` holds the protocol (:class:`Grammar`, :class:`ParsedAction`) and ``reader``
 the device-reader protocol (:class:`Reader`) with the number reading readers share;
 ``fields`` (:class:`BoxedInt`, :class:`BoxedInts`, :class:`BoxedCommand`),
-``int_list`` (:class:`BoxedIntList`), ``letters`` (:class:`BoxedLetters`) and
-``choices`` (:class:`BoxedChoices`) are the grammars the games use. A new grammar
-is one more module: a :class:`Grammar` subclass (``pattern``, ``parse``, ``render``,
-``device_reader``) and its :class:`Reader`.
+``int_list`` (:class:`BoxedIntList`), ``letters`` (:class:`BoxedLetters`),
+``choices`` (:class:`BoxedChoices`) and ``choice`` (:class:`BoxedWord`) are the
+grammars the games use. A new grammar is one more module: a :class:`Grammar`
+subclass (``pattern``, ``parse``, ``render``, ``device_reader``) and its
+:class:`Reader`.
 """
 
 from gemjax.text.grammar.base import (
@@ -17,6 +18,7 @@ from gemjax.text.grammar.base import (
     clamp_decimal,
     normalise_digits,
 )
+from gemjax.text.grammar.choice import BoxedWord, WordReader
 from gemjax.text.grammar.choices import BoxedChoices, ChoicesReader
 from gemjax.text.grammar.fields import BoxedCommand, BoxedInt, BoxedInts, FieldsReader
 from gemjax.text.grammar.int_list import BoxedIntList, ListReader
@@ -39,6 +41,7 @@ __all__ = [
     "BoxedIntList",
     "BoxedInts",
     "BoxedLetters",
+    "BoxedWord",
     "ChoicesReader",
     "Feature",
     "FieldsReader",
@@ -47,6 +50,7 @@ __all__ = [
     "ListReader",
     "ParsedAction",
     "Reader",
+    "WordReader",
     "Write",
     "clamp_decimal",
     "normalise_digits",
