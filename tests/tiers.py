@@ -37,3 +37,12 @@ def tiered(ids: Iterable[str]) -> list[Any]:
 def quick_first(values: Iterable[Any]) -> list[Any]:
     """``values`` as pytest params, all but the first marked slow."""
     return [pytest.param(v, marks=() if k == 0 else pytest.mark.slow) for k, v in enumerate(values)]
+
+
+def seeded(ids: Iterable[str]) -> list[Any]:
+    """``(env_id, stream_seed)`` params, the seeds 1, 2, ... in order of ``ids``, marked
+    as :func:`tiered` marks them."""
+    return [
+        pytest.param(i, seed, marks=() if i in FIRST_OF_GAME else pytest.mark.slow)
+        for seed, i in enumerate(ids, start=1)
+    ]

@@ -18,6 +18,7 @@ from gem.envs.game_env.tower_of_hanoi import TowerofHanoiEnv
 from gem.envs.registration import ENV_REGISTRY
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import seeded
 
 import gemjax
 import gemjax.gem as gg
@@ -372,10 +373,7 @@ class HanoiStream(testing.ActionStream):
         return self.rng.choice([f"{first} then {second}", f"{second} \\boxed{{A}} {first}"])
 
 
-@pytest.mark.parametrize(
-    ("env_id", "stream_seed"),
-    [(EASY, 1), pytest.param(HARD, 2, marks=SLOW), pytest.param(RANDOM, 3, marks=SLOW)],
-)
+@pytest.mark.parametrize(("env_id", "stream_seed"), seeded((EASY, HARD, RANDOM)))
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     import gem
 

@@ -17,6 +17,7 @@ from collections import Counter
 import gem
 import numpy as np
 import pytest
+from tiers import seeded
 
 import gemjax
 import gemjax.gem as gg
@@ -195,11 +196,7 @@ def first_reveal(gem_env, rng: random.Random) -> None:
     assert not gem_env.first_reveal
 
 
-# The quick tier (-m "not slow") replays the easy id; CI all three.
-@pytest.mark.parametrize(
-    ("env_id", "stream_seed"),
-    [(EASY, 1), pytest.param(HARD, 2, marks=SLOW), pytest.param(RANDOM, 3, marks=SLOW)],
-)
+@pytest.mark.parametrize(("env_id", "stream_seed"), seeded((EASY, HARD, RANDOM)))
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     sizes: Counter = Counter()
     seen = testing.check_gem_parity(

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 from gem.envs.game_env.guess_the_number import GuessTheNumberEnv
 from gem.wrappers.observation_wrapper import ObservationWrapper
+from tiers import seeded
 
 import gemjax
 import gemjax.gem as gg
@@ -290,12 +291,7 @@ def run_episodes(env_id: str, episodes: int, stream_seed: int) -> Counter:
 @pytest.mark.parametrize(
     ("env_id", "stream_seed"),
     # The quick tier (-m "not slow") replays the easy id; CI all four.
-    [
-        (EASY, 1),
-        pytest.param(HARD, 2, marks=SLOW),
-        pytest.param(RANDOM, 3, marks=SLOW),
-        pytest.param(NO_MAX_TURN, 4, marks=SLOW),
-    ],
+    seeded((EASY, HARD, RANDOM, NO_MAX_TURN)),
 )
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     seen = run_episodes(env_id, episodes=300, stream_seed=stream_seed)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import gem
 import pytest
+from tiers import seeded
 
 import gemjax.gem as gg
 from gemjax import testing
@@ -166,11 +167,7 @@ class ActionStream(testing.ActionStream):
         return self.box("1", "1", last)
 
 
-# The quick tier (-m "not slow") replays the easy id; CI all three.
-@pytest.mark.parametrize(
-    ("env_id", "stream_seed"),
-    [(EASY, 1), pytest.param(HARD, 2, marks=SLOW), pytest.param(RANDOM, 3, marks=SLOW)],
-)
+@pytest.mark.parametrize(("env_id", "stream_seed"), seeded((EASY, HARD, RANDOM)))
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     scales: Counter = Counter()
     seen = testing.check_gem_parity(
