@@ -39,10 +39,10 @@ def quick_first(values: Iterable[Any]) -> list[Any]:
     return [pytest.param(v, marks=() if k == 0 else pytest.mark.slow) for k, v in enumerate(values)]
 
 
-def seeded(ids: Iterable[str]) -> list[Any]:
-    """``(env_id, stream_seed)`` params, the seeds 1, 2, ... in order of ``ids``, marked
-    as :func:`tiered` marks them."""
+def seeded(ids: Iterable[str], first_seed: int = 1) -> list[Any]:
+    """``(env_id, stream_seed)`` params, the seeds ``first_seed``, ``first_seed + 1``,
+    ... in order of ``ids``, marked as :func:`tiered` marks them."""
     return [
         pytest.param(i, seed, marks=() if i in FIRST_OF_GAME else pytest.mark.slow)
-        for seed, i in enumerate(ids, start=1)
+        for seed, i in enumerate(ids, start=first_seed)
     ]

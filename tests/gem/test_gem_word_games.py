@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from gem.envs.game_env.hangman import HangmanEnv
 from gem.envs.game_env.wordle import WordleEnv
+from tiers import seeded
 
 import gemjax
 import gemjax.gem as gg
@@ -173,7 +174,7 @@ def run_parity(gem_env, env_id: str, stream_seed: int, episodes: int) -> tuple[C
     return seen, configs
 
 
-@pytest.mark.parametrize(("env_id", "stream_seed"), list(zip(WORDLE, (1, 2, 3), strict=True)))
+@pytest.mark.parametrize(("env_id", "stream_seed"), seeded(WORDLE))
 def test_wordle_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     seen, configs = run_parity(gem.make(env_id), env_id, stream_seed, EPISODES)
     expected = {"format_error", "wrong_length", "duplicate", "feedback", "success", "max_turns"}
@@ -183,7 +184,7 @@ def test_wordle_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> 
         assert set(configs) == {(3, 15), (4, 20), (5, 25)}
 
 
-@pytest.mark.parametrize(("env_id", "stream_seed"), list(zip(HANGMAN, (4, 5, 6), strict=True)))
+@pytest.mark.parametrize(("env_id", "stream_seed"), seeded(HANGMAN, first_seed=4))
 def test_hangman_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     seen, configs = run_parity(gem.make(env_id), env_id, stream_seed, EPISODES)
     expected = {
