@@ -1,5 +1,6 @@
 """The games, registered under GEM's ids."""
 
+from gemjax.envs.game_2048 import Game2048
 from gemjax.envs.guess_the_number import GuessTheNumber
 from gemjax.envs.hangman import Hangman
 from gemjax.envs.mastermind import Mastermind
@@ -8,7 +9,7 @@ from gemjax.envs.sudoku import Sudoku
 from gemjax.envs.wordle import Wordle
 from gemjax.registry import register
 
-GAMES = (GuessTheNumber, Mastermind, Minesweeper, Wordle, Hangman, Sudoku)
+GAMES = (GuessTheNumber, Mastermind, Minesweeper, Wordle, Hangman, Sudoku, Game2048)
 
 register("game:GuessTheNumber-v0-hard", GuessTheNumber, min_number=1, max_number=50, max_turns=7)
 register("game:GuessTheNumber-v0-easy", GuessTheNumber, min_number=1, max_number=10, max_turns=4)
@@ -76,4 +77,18 @@ register("game:Sudoku-v0-easy", Sudoku, clues=10, max_turns=15, scale=4)
 register("game:Sudoku-v0-hard", Sudoku, clues=50, max_turns=50, scale=9)
 register("game:Sudoku-v0-random", Sudoku, clues=None, max_turns=None, scale=None)
 
-__all__ = ["GAMES", "GuessTheNumber", "Hangman", "Mastermind", "Minesweeper", "Sudoku", "Wordle"]
+register("game:Game2048-v0-easy", Game2048, target_tile=64, max_turns=50)
+register("game:Game2048-v0-hard", Game2048, target_tile=512, max_turns=50)
+register("game:Game2048-v0-extreme-hard", Game2048, target_tile=2048, max_turns=100)
+register("game:Game2048-v0-random", Game2048, target_tile=None, max_turns=None)
+
+__all__ = [
+    "GAMES",
+    "Game2048",
+    "GuessTheNumber",
+    "Hangman",
+    "Mastermind",
+    "Minesweeper",
+    "Sudoku",
+    "Wordle",
+]

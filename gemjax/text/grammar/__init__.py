@@ -4,10 +4,10 @@ device reader the token bridge runs for it, in one module.
 ``base`` holds the protocol (:class:`Grammar`, :class:`ParsedAction`) and ``reader``
 the device-reader protocol (:class:`Reader`) with the number reading readers share;
 ``fields`` (:class:`BoxedInt`, :class:`BoxedInts`, :class:`BoxedCommand`),
-``int_list`` (:class:`BoxedIntList`) and ``letters`` (:class:`BoxedLetters`) are the
-grammars the games use. A new grammar is one more module: a :class:`Grammar`
-subclass (``pattern``, ``parse``, ``render``, ``device_reader``) and its
-:class:`Reader`.
+``int_list`` (:class:`BoxedIntList`), ``letters`` (:class:`BoxedLetters`) and
+``word`` (:class:`BoxedWord`) are the grammars the games use. A new grammar is one
+more module: a :class:`Grammar` subclass (``pattern``, ``parse``, ``render``,
+``device_reader``) and its :class:`Reader`.
 """
 
 from gemjax.text.grammar.base import (
@@ -26,6 +26,7 @@ from gemjax.text.grammar.letters import (
     LettersReader,
 )
 from gemjax.text.grammar.reader import INT32_MAX, Feature, Reader, Write
+from gemjax.text.grammar.word import BoxedWord, WordReader
 
 __all__ = [
     "IGNORECASE_EXTRA_LETTERS",
@@ -37,6 +38,7 @@ __all__ = [
     "BoxedIntList",
     "BoxedInts",
     "BoxedLetters",
+    "BoxedWord",
     "Feature",
     "FieldsReader",
     "Grammar",
@@ -44,6 +46,7 @@ __all__ = [
     "ListReader",
     "ParsedAction",
     "Reader",
+    "WordReader",
     "Write",
     "clamp_decimal",
     "normalise_digits",
