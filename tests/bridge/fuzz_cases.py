@@ -32,7 +32,8 @@ PIECES = (
     "\u0e53", "\U0001d7ce", "\u00b2", "\u2155", "reveal", "flag", "REVEAL", "Flag", "dig",
     "a", "Z", "crane", "CRANE", "\u0131", "\u017f", "\u0130", "\u212a", "\u00e9", "\u00df",
     "\ufb05", "\ufffd", "\U0001f600", "\u6f22", "x", ".", ",", "-1", "+3", "\\boxed{}",
-    "\\boxed{\\boxed{1}}", "I guess ", "Answer: ",
+    "\\boxed{\\boxed{1}}", "I guess ", "Answer: ", "up", "Down", "LEFT", "right", "r", "ight",
+    "\\boxed{up}", "\\boxed{rIGHT}",
 )  # fmt: skip
 
 

@@ -65,6 +65,9 @@ def adversarial_texts() -> list[str]:
         "\\boxed{\u0130\u212a}", "\\BOXED{abc}", "\\Boxed{q}", "\\boxed{abcdefghij}",
         "\\boxed{e}", "\\boxed{\u00e9}", "\\boxed{\u00df}", "\\boxed{\ufb05}", "\\boxed{\ufffd}",
         "\\boxed{1}\ufffd", "\\\\boxed{3}", "\\boxed{7} trailing \\boxed{", "\\boxed{7} \\boxed{}",
+        "\\boxed{up}", "\\boxed{UP}", "\\boxed{r\u0130ght}", "\\boxed{r\u0131ght}",
+        "\\boxed{leftt}", "\\boxed{up}\\boxed{Down}", "\\boxed{r\u0130GHT} \\boxed{}",
+        "\\boxed{LEFT\u0130}",
     ]  # fmt: skip
 
 
