@@ -298,7 +298,7 @@ class Game2048(Environment[Game2048State, Game2048Params], GemMirror[Game2048Sta
     def reset(self, key: jax.Array, params: Game2048Params) -> tuple[Game2048State, TimeStep]:
         words = random_words(key, 6)
         if self.randomize:
-            pick = below(words[4], len(RANDOM_CONFIGS))
+            pick = below(words[4], jnp.uint32(len(RANDOM_CONFIGS)))
             configs = jnp.asarray(RANDOM_CONFIGS, jnp.int32)
             target, turns = configs[pick, 0], configs[pick, 1]
         else:
@@ -313,7 +313,7 @@ class Game2048(Environment[Game2048State, Game2048Params], GemMirror[Game2048Sta
             best=best,
             initial_best=best,
             turn=jnp.int32(0),
-            example=below(words[5], len(DIRECTIONS)),
+            example=below(words[5], jnp.uint32(len(DIRECTIONS))),
         )
         ts = TimeStep.first(self._observation(state), self.instructions_event(state))
         return state, ts
@@ -383,7 +383,7 @@ class Game2048(Environment[Game2048State, Game2048Params], GemMirror[Game2048Sta
 
     def random_action(self, key: jax.Array, state: Game2048State) -> jax.Array:
         """GEM's sampler: a uniform direction."""
-        return UP + below(random_words(key, 1)[0], len(DIRECTIONS))
+        return UP + below(random_words(key, 1)[0], jnp.uint32(len(DIRECTIONS)))
 
     def valid_action_mask(self, state: Game2048State) -> jax.Array:
         """bool[6]: the directions whose move changes the board (the
