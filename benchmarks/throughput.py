@@ -38,7 +38,7 @@ import random
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -86,8 +86,8 @@ def gem_loop_steps_per_second(env_id: str, seconds: float) -> float:
     return steps / elapsed
 
 
-def jumanji_rate(env: Any, batch_size: int, num_steps: int, draw: Any) -> tuple[float, float]:
-    """Steps/s and compile seconds of a Jumanji env under our protocol: ``lax.scan`` of
+def jumanji_rate(env: Any, batch_size: int, num_steps: int, draw: Any) -> Timing:
+    """The :class:`Timing` of a Jumanji env under our protocol: ``lax.scan`` of
     ``vmap(AutoResetWrapper(env).step)`` in one jit, the batch's uniform random actions
     drawn in one call per step (``draw(key) -> actions``)."""
     from jumanji.wrappers import AutoResetWrapper
@@ -111,8 +111,8 @@ def jumanji_rate(env: Any, batch_size: int, num_steps: int, draw: Any) -> tuple[
     return time_compiled(jax.jit(rollout), batch_size * num_steps)
 
 
-def gemjax_rate(env_id: str, batch_size: int, num_steps: int, draw: Any) -> tuple[float, float]:
-    """Steps/s and compile seconds of ``env_id`` under :func:`jumanji_rate`'s protocol:
+def gemjax_rate(env_id: str, batch_size: int, num_steps: int, draw: Any) -> Timing:
+    """The :class:`Timing` of ``env_id`` under :func:`jumanji_rate`'s protocol:
     the batch's actions from ``draw(key) -> actions`` (moves inside the game, as the
     Jumanji env takes them), :class:`~gemjax.wrappers.AutoReset`, per-lane keys."""
     from gemjax.wrappers import AutoReset
@@ -153,8 +153,10 @@ def uniform_draw(batch_size: int, highs: int | tuple[int, ...], low: int = 0) ->
     return draw
 
 
-def jumanji_minesweeper(batch_size: int, num_steps: int, rows: int, cols: int, mines: int):
-    """Steps/s and compile seconds of Jumanji's Minesweeper under our protocol."""
+def jumanji_minesweeper(
+    batch_size: int, num_steps: int, rows: int, cols: int, mines: int
+) -> Timing:
+    """The :class:`Timing` of Jumanji's Minesweeper under our protocol."""
     from jumanji.environments.logic.minesweeper import Minesweeper
     from jumanji.environments.logic.minesweeper.generator import UniformSamplingGenerator
 
@@ -162,19 +164,30 @@ def jumanji_minesweeper(batch_size: int, num_steps: int, rows: int, cols: int, m
     return jumanji_rate(env, batch_size, num_steps, uniform_draw(batch_size, (rows, cols)))
 
 
-def time_compiled(function: Any, steps: int) -> tuple[float, float]:
-    """``(steps per second, compile seconds)`` of a jitted ``function(key)``."""
+class Timing(NamedTuple):
+    """A compiled rollout's rates: wall ``steps_per_second`` (best of 3 runs),
+    ``compile_seconds``, and ``cpu_steps_per_second`` (steps over the process CPU
+    seconds of that run, every thread counted: steadier than wall time on a shared
+    machine)."""
+
+    steps_per_second: float
+    compile_seconds: float
+    cpu_steps_per_second: float
+
+
+def time_compiled(function: Any, steps: int) -> Timing:
+    """The :class:`Timing` of a jitted ``function(key)`` running ``steps`` steps."""
     key = jax.random.key(0)
     start = time.perf_counter()
     compiled = function.lower(key).compile()
     compile_seconds = time.perf_counter() - start
     jax.block_until_ready(compiled(key))
-    best = float("inf")
+    best = (float("inf"), float("inf"))
     for repeat in range(3):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         jax.block_until_ready(compiled(jax.random.key(repeat + 1)))
-        best = min(best, time.perf_counter() - start)
-    return steps / best, compile_seconds
+        best = min(best, (time.perf_counter() - start, time.process_time() - cpu_start))
+    return Timing(steps / best[0], compile_seconds, steps / best[1])
 
 
 def random_actions(num_envs: int, rounds: int, low: int, high: int) -> list[list[str]]:
@@ -297,7 +310,9 @@ def against_jumanji(scale: float) -> list[dict[str, Any]]:
             kwargs = {} if gem_variant else {"rows": rows_, "cols": cols, "num_mines": mines}
             env_id = "game:Minesweeper-v0-hard"
             ours = measure(env_id, batch_size, num_steps, **kwargs)
-            theirs, jumanji_compile = jumanji_minesweeper(batch_size, num_steps, rows_, cols, mines)
+            theirs, jumanji_compile, _ = jumanji_minesweeper(
+                batch_size, num_steps, rows_, cols, mines
+            )
             ratio = ours.steps_per_second / theirs
             rows.append(
                 {
@@ -317,7 +332,7 @@ def against_jumanji(scale: float) -> list[dict[str, Any]]:
     return rows
 
 
-def jumanji_uniform_moves(name: str, batch_size: int, num_steps: int) -> tuple[float, float]:
+def jumanji_uniform_moves(name: str, batch_size: int, num_steps: int) -> Timing:
     """Jumanji's ``Sudoku-v0`` (uniform ``(row, col, value)`` in ``0..8``; an illegal
     move ends its episode) or ``Game2048-v1`` (a uniform direction) under
     :func:`jumanji_rate`."""
@@ -327,7 +342,7 @@ def jumanji_uniform_moves(name: str, batch_size: int, num_steps: int) -> tuple[f
     return jumanji_rate(jumanji.make(name), batch_size, num_steps, uniform_draw(batch_size, highs))
 
 
-def gemjax_uniform_moves(env_id: str, batch_size: int, num_steps: int) -> tuple[float, float]:
+def gemjax_uniform_moves(env_id: str, batch_size: int, num_steps: int) -> Timing:
     """``env_id`` under :func:`gemjax_rate` with the moves of
     :func:`jumanji_uniform_moves`: Sudoku ``(row, col, number)`` uniform in ``1..9``
     (the kernel action ``[1, row, col, number]``), 2048 a uniform direction (``1..4``)."""
@@ -360,15 +375,19 @@ def against_jumanji_uniform(section: str, scale: float, gem_seconds: float) -> l
     loop on each id."""
     name, env_ids, batches = JUMANJI_UNIFORM[section]
     print(f"\n== {', '.join(env_ids)} against Jumanji's {name} (uniform moves, auto-reset)")
-    header = ("env id", "batch", "gemjax/s", "jumanji/s", "x jumanji", "x GEM", "ours cs")
-    print("{:32s} {:>6s} {:>13s} {:>13s} {:>9s} {:>9s} {:>8s} {:>9s}".format(*header, "theirs cs"))
+    header = ("env id", "batch", "gemjax/s", "jumanji/s", "x jumanji", "x (CPU)", "x GEM")
+    print(
+        "{:32s} {:>6s} {:>13s} {:>13s} {:>9s} {:>8s} {:>9s} {:>8s} {:>9s}".format(
+            *header, "ours cs", "theirs cs"
+        )
+    )
     rows = []
     for batch_size in batches:
         num_steps = max(20, int(scale * 200))
-        theirs, their_compile = jumanji_uniform_moves(name, batch_size, num_steps)
+        theirs, their_compile, their_cpu = jumanji_uniform_moves(name, batch_size, num_steps)
         for env_id in env_ids:
             gem_rate = gem_loop_steps_per_second(env_id, gem_seconds)
-            ours, our_compile = gemjax_uniform_moves(env_id, batch_size, num_steps)
+            ours, our_compile, our_cpu = gemjax_uniform_moves(env_id, batch_size, num_steps)
             rows.append(
                 {
                     "env_id": env_id,
@@ -377,15 +396,19 @@ def against_jumanji_uniform(section: str, scale: float, gem_seconds: float) -> l
                     "gemjax_steps_per_second": ours,
                     "jumanji_steps_per_second": theirs,
                     "gem_loop_steps_per_second": gem_rate,
+                    "gemjax_cpu_steps_per_second": our_cpu,
+                    "jumanji_cpu_steps_per_second": their_cpu,
                     "gemjax_compile_seconds": our_compile,
                     "jumanji_compile_seconds": their_compile,
                     "ratio": ours / theirs,
+                    "cpu_ratio": our_cpu / their_cpu,
                     "ratio_vs_gem": ours / gem_rate,
                 }
             )
             print(
                 f"{env_id:32s} {batch_size:6d} {ours:13,.0f} {theirs:13,.0f} "
-                f"{ours / theirs:9.2f} {ours / gem_rate:9.0f} {our_compile:8.2f} "
+                f"{ours / theirs:9.2f} {our_cpu / their_cpu:8.2f} {ours / gem_rate:9.0f} "
+                f"{our_compile:8.2f} "
                 f"{their_compile:9.2f}"
             )
     return rows
