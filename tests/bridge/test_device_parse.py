@@ -193,7 +193,7 @@ def test_int_digit_limit_is_a_format_error() -> None:
         sys.set_int_max_str_digits(saved)
 
 
-_CHAR_GRAMMARS = ("Minesweeper", "Wordle")
+_CHAR_GRAMMARS = ("Minesweeper", "Wordle", "Game2048")
 
 
 @pytest.fixture(scope="module")
