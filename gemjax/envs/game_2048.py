@@ -235,7 +235,11 @@ def spawn(board: jax.Array, words: jax.Array) -> jax.Array:
     empty = (board == 0).reshape(-1)
     count = jnp.sum(empty, dtype=jnp.int32)
     rank = below(words[0], jnp.maximum(count, 1))
-    index = jnp.cumsum(empty, dtype=jnp.int32) - 1
+    # The running count of empty cells as a product with a triangle of ones (exact
+    # in float32): a batched cumsum is a slow reduce-window on XLA's CPU backend.
+    size = empty.shape[0]
+    before = jnp.asarray(np.tril(np.ones((size, size), np.float32), -1).T)
+    index = jnp.dot(empty.astype(jnp.float32), before).astype(jnp.int32)
     cell = (empty & (index == rank)).reshape(board.shape)
     two = words[1] < jnp.uint32(round(TWO_PROBABILITY * 2**32))
     return jnp.where(cell, jnp.where(two, 1, 2), board).astype(board.dtype)
