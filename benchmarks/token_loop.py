@@ -231,9 +231,7 @@ def measure(size: str, batch: int, repeats: int, warmup_steps: int) -> dict[str,
     for name in ("device", "auto_reset"):
         prefix = "" if name == "device" else f"{name}_"
         row[f"{prefix}speedup"] = row[f"{name}_turns_per_s"] / row["host_turns_per_s"]
-        row[f"{prefix}speedup_cpu"] = (
-            row[f"{name}_turns_per_cpu_s"] / row["host_turns_per_cpu_s"]
-        )
+        row[f"{prefix}speedup_cpu"] = row[f"{name}_turns_per_cpu_s"] / row["host_turns_per_cpu_s"]
     return row
 
 

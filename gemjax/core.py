@@ -133,9 +133,10 @@ class Environment(abc.ABC, Generic[TState, TParams]):
     sparse_resets: bool = False
 
     @property
-    @abc.abstractmethod
     def config(self) -> tuple[Any, ...]:
-        """Hashable static configuration (shapes, variant flags)."""
+        """Hashable static configuration (shapes, variant flags): the variant's
+        (:attr:`Variant.config`); a game with other static flags adds them."""
+        return self.variant.config
 
     @property
     @abc.abstractmethod
@@ -281,7 +282,18 @@ class GemMirror(abc.ABC, Generic[TState]):
     @classmethod
     @abc.abstractmethod
     def kwargs_from_gem(cls, gem_env: Any) -> dict[str, Any]:
-        """The constructor kwargs of the game matching a live GEM env's configuration."""
+        """The constructor kwargs of the game matching a live GEM env's configuration
+        (most games: :meth:`gem_kwargs`)."""
+
+    @staticmethod
+    def gem_kwargs(gem_env: Any, variant_names: tuple[str, ...], **fixed: Any) -> dict[str, Any]:
+        """Constructor kwargs read from a live GEM env: each of ``variant_names`` from
+        its attribute of that name, or None for all of them when GEM draws them at
+        every reset (its ``_is_random``); ``fixed`` (flags outside the variant) as
+        given."""
+        drawn = bool(gem_env._is_random)
+        values = {name: None if drawn else getattr(gem_env, name) for name in variant_names}
+        return {**values, **fixed}
 
     @abc.abstractmethod
     def state_from_gem(self, gem_env: Any) -> TState:

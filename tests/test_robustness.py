@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import tiered
 
 import gemjax
 import gemjax.gem as gem
@@ -72,7 +73,7 @@ def annotated(env_id: str, kind: type) -> list[str]:
 # --- make: ids and kwargs ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("env_id", tiered(ALL_IDS))
 def test_make_refuses_floats_bools_and_strings_for_integer_kwargs(env_id):
     names = annotated(env_id, int)
     assert names, "every game has integer parameters"
@@ -85,7 +86,7 @@ def test_make_refuses_floats_bools_and_strings_for_integer_kwargs(env_id):
                 gem.make(env_id, **{name: bad})
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("env_id", tiered(ALL_IDS))
 def test_make_refuses_non_bools_for_flags(env_id):
     for name in annotated(env_id, bool):
         for bad in (1, 0, "yes"):
@@ -100,7 +101,7 @@ def test_make_refuses_ids_that_are_not_strings(bad):
             make(bad)
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("env_id", tiered(ALL_IDS))
 def test_an_id_in_another_case_gets_did_you_mean(env_id):
     for variant in {env_id.upper(), env_id.lower(), env_id.swapcase()} - {env_id}:
         with pytest.raises(ValueError, match=re.escape(f"Did you mean {env_id!r}")):
@@ -110,7 +111,7 @@ def test_an_id_in_another_case_gets_did_you_mean(env_id):
 # --- kernel: keys, states, actions -------------------------------------------------
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("env_id", tiered(ALL_IDS))
 def test_kernel_refuses_int_keys_and_key_batches(env_id):
     env = kernel(env_id)
     params = env.default_params
@@ -121,7 +122,7 @@ def test_kernel_refuses_int_keys_and_key_batches(env_id):
             env.step(bad, first_state(env_id), an_action(env_id), params)
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("env_id", tiered(ALL_IDS))
 def test_kernel_step_refuses_other_games_states(env_id):
     env = kernel(env_id)
     other = next(i for i in ALL_IDS if kernel(i).state_spec() != env.state_spec())
@@ -166,7 +167,7 @@ def same(a: Any, b: Any) -> bool:
     )
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("env_id", tiered(ALL_IDS))
 def test_wide_integer_actions_saturate_instead_of_wrapping(env_id):
     """Every component of an action of int64, uint64 or Python ints beyond int32
     acts as the int32 bound it exceeds (JAX alone would wrap ``2**32 + v`` to ``v``)."""
@@ -196,7 +197,7 @@ def test_a_64_bit_guess_of_target_plus_2_to_32_does_not_win():
 COUNTED_IDS = [i for i in ALL_IDS if hasattr(kernel(i).grammar, "count_slot")]
 
 
-@pytest.mark.parametrize("env_id", COUNTED_IDS)
+@pytest.mark.parametrize("env_id", tiered(COUNTED_IDS))
 def test_a_huge_count_prints_clamped_as_the_grammar_clamps_it(env_id):
     """A structured action of all 10**9 (Wordle-hard: five U+3000 and "1000000000
     letters" before) prints the count ``C + 1`` that docs/gem_differences.md states."""
@@ -209,7 +210,7 @@ def test_a_huge_count_prints_clamped_as_the_grammar_clamps_it(env_id):
     assert "1000000000" not in env.messages.render_event(ts.event).split("[")[0]
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("env_id", tiered(ALL_IDS))
 def test_kernel_refuses_float_and_bool_actions(env_id):
     env = kernel(env_id)
     action = an_action(env_id)
@@ -221,7 +222,7 @@ def test_kernel_refuses_float_and_bool_actions(env_id):
 # --- text API ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("env_id", tiered(ALL_IDS))
 def test_text_env_state_refuses_what_is_not_its_state(env_id):
     env = text_env(env_id)
     good = env.state
@@ -240,7 +241,7 @@ def test_text_env_state_refuses_what_is_not_its_state(env_id):
     assert same(env.state, good)
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("env_id", tiered(ALL_IDS))
 def test_params_of_other_dtypes_or_classes_are_refused(env_id):
     """Params whose leaves are floats where the game reads integers (or bools where
     it reads floats) raise at construction, not read as truncated numbers."""
@@ -255,7 +256,7 @@ def test_params_of_other_dtypes_or_classes_are_refused(env_id):
     env.validate_params(params)
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("env_id", tiered(ALL_IDS))
 def test_text_env_refuses_non_integer_seeds_and_non_text_actions(env_id):
     env = text_env(env_id)
     for bad in (1.5, True, "3", np.float32(2.0)):
@@ -394,7 +395,7 @@ def test_debug_shows_the_traceback(capsys, tmp_path):
     assert "Traceback" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("env_id", tiered(ALL_IDS))
 def test_train_defaults_fit_every_registered_id(env_id):
     """``gemjax train --env ID`` with every other flag at its default builds a
     trainer (GuessTheNumber-hard's 256 x 7 turns hold fewer than the default 2,048

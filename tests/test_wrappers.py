@@ -229,7 +229,9 @@ def reference_rollout(raw, params, mode, reset_key, keys, actions):
 
 
 @pytest.mark.parametrize("sparse_resets", [False, True])
-@pytest.mark.parametrize("env_id", [EASY, "game:GuessTheNumber-v0-random"])
+@pytest.mark.parametrize(
+    "env_id", [EASY, pytest.param("game:GuessTheNumber-v0-random", marks=pytest.mark.slow)]
+)
 def test_vmapped_jitted_matches_reference(kits, mode, env_id, sparse_resets):
     raw = kits(env_id)
     wrapped = kits(AutoReset(EpisodeStatistics(raw.env), mode, sparse_resets))

@@ -1,15 +1,27 @@
 """The games, registered under GEM's ids."""
 
+from gemjax.envs.fifteen_puzzle import FifteenPuzzle
 from gemjax.envs.game_2048 import Game2048
 from gemjax.envs.guess_the_number import GuessTheNumber
 from gemjax.envs.hangman import Hangman
 from gemjax.envs.mastermind import Mastermind
 from gemjax.envs.minesweeper import Minesweeper
 from gemjax.envs.sudoku import Sudoku
+from gemjax.envs.tower_of_hanoi import TowerofHanoi
 from gemjax.envs.wordle import Wordle
 from gemjax.registry import register
 
-GAMES = (GuessTheNumber, Mastermind, Minesweeper, Wordle, Hangman, Sudoku, Game2048)
+GAMES = (
+    GuessTheNumber,
+    Mastermind,
+    Minesweeper,
+    Wordle,
+    Hangman,
+    Sudoku,
+    TowerofHanoi,
+    FifteenPuzzle,
+    Game2048,
+)
 
 register("game:GuessTheNumber-v0-hard", GuessTheNumber, min_number=1, max_number=50, max_turns=7)
 register("game:GuessTheNumber-v0-easy", GuessTheNumber, min_number=1, max_number=10, max_turns=4)
@@ -77,6 +89,16 @@ register("game:Sudoku-v0-easy", Sudoku, clues=10, max_turns=15, scale=4)
 register("game:Sudoku-v0-hard", Sudoku, clues=50, max_turns=50, scale=9)
 register("game:Sudoku-v0-random", Sudoku, clues=None, max_turns=None, scale=None)
 
+register("game:TowerofHanoi-v0-easy", TowerofHanoi, num_disks=3, max_turns=10)
+register("game:TowerofHanoi-v0-hard", TowerofHanoi, num_disks=5, max_turns=35)
+register("game:TowerofHanoi-v0-random", TowerofHanoi, num_disks=None, max_turns=None)
+
+# GEM's -random id crashes in its constructor; this one draws GEM's intended
+# configurations (docs/gem_differences.md).
+register("game:FifteenPuzzle-v0-random", FifteenPuzzle, num_rows=None, max_turns=None)
+register("game:FifteenPuzzle-v0-easy", FifteenPuzzle, num_rows=2, max_turns=10)
+register("game:FifteenPuzzle-v0-hard", FifteenPuzzle, num_rows=4, max_turns=50)
+
 register("game:Game2048-v0-easy", Game2048, target_tile=64, max_turns=50)
 register("game:Game2048-v0-hard", Game2048, target_tile=512, max_turns=50)
 register("game:Game2048-v0-extreme-hard", Game2048, target_tile=2048, max_turns=100)
@@ -84,11 +106,13 @@ register("game:Game2048-v0-random", Game2048, target_tile=None, max_turns=None)
 
 __all__ = [
     "GAMES",
+    "FifteenPuzzle",
     "Game2048",
     "GuessTheNumber",
     "Hangman",
     "Mastermind",
     "Minesweeper",
     "Sudoku",
+    "TowerofHanoi",
     "Wordle",
 ]

@@ -59,7 +59,7 @@ TWO_PROBABILITY = 0.9  # GEM: a spawned tile is 2 if random.random() < 0.9, else
 MIN_SIDE, MAX_SIDE = 2, 8
 MAX_TARGET = 2**30
 
-GRAMMAR = BoxedWord(DIRECTIONS, slot="move", ignore_case=True)
+GRAMMAR = BoxedWord(DIRECTIONS, case_sensitive=False, slot="move")
 DIRECTION = Choice("direction", DIRECTIONS)
 
 MESSAGES = MessageTable(
@@ -419,13 +419,7 @@ class Game2048(Environment[Game2048State, Game2048Params], GemMirror[Game2048Sta
     @classmethod
     def kwargs_from_gem(cls, gem_env: Any) -> dict[str, Any]:
         """Constructor kwargs matching a live ``gem-llm`` Game2048Env."""
-        if gem_env._is_random:
-            return {"target_tile": None, "max_turns": None, "board_size": gem_env.board_size}
-        return {
-            "target_tile": gem_env.target_tile,
-            "max_turns": gem_env.max_turns,
-            "board_size": gem_env.board_size,
-        }
+        return cls.gem_kwargs(gem_env, ("target_tile", "max_turns"), board_size=gem_env.board_size)
 
     def state_from_gem(self, gem_env: Any) -> Game2048State:
         """The kernel state equal to a live GEM env's (the instructions' example,

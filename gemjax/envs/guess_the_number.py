@@ -178,10 +178,6 @@ class GuessTheNumber(
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
 
     @property
-    def config(self) -> tuple[Any, ...]:
-        return self.variant.config
-
-    @property
     def default_params(self) -> GuessTheNumberParams:
         lo, hi, turns = (jnp.int32(v) for v in self._defaults)
         return GuessTheNumberParams(min_number=lo, max_number=hi, max_turns=turns)
@@ -330,13 +326,7 @@ class GuessTheNumber(
     @classmethod
     def kwargs_from_gem(cls, gem_env: Any) -> dict[str, Any]:
         """Constructor kwargs matching a live ``gem-llm`` GuessTheNumberEnv."""
-        if gem_env._is_random:
-            return {"min_number": None, "max_number": None, "max_turns": None}
-        return {
-            "min_number": gem_env.min_number,
-            "max_number": gem_env.max_number,
-            "max_turns": gem_env.max_turns,
-        }
+        return cls.gem_kwargs(gem_env, ("min_number", "max_number", "max_turns"))
 
     def state_from_gem(self, gem_env: Any) -> GuessTheNumberState:
         """The kernel state equal to a live GEM env's (the instructions' example,

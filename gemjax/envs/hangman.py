@@ -328,14 +328,9 @@ class Hangman(WordGame[HangmanState]):
     @classmethod
     def kwargs_from_gem(cls, gem_env: Any) -> dict[str, Any]:
         """Constructor kwargs matching a live ``gem-llm`` HangmanEnv."""
-        hardcore = bool(gem_env.hardcore)
-        if gem_env._is_random:
-            return {"word_length": None, "hardcore": hardcore, "max_turns": None}
-        return {
-            "word_length": gem_env.word_length,
-            "hardcore": hardcore,
-            "max_turns": gem_env.max_turns,
-        }
+        return cls.gem_kwargs(
+            gem_env, ("word_length", "max_turns"), hardcore=bool(gem_env.hardcore)
+        )
 
     def state_from_gem(self, gem_env: Any) -> HangmanState:
         """The kernel state equal to a live GEM env's. The instructions' examples,

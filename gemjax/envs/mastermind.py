@@ -427,20 +427,11 @@ class Mastermind(Environment[MastermindState, MastermindParams], GemMirror[Maste
     @classmethod
     def kwargs_from_gem(cls, gem_env: Any) -> dict[str, Any]:
         """Constructor kwargs matching a live ``gem-llm`` MastermindEnv."""
-        duplicates = bool(gem_env.duplicate_numbers)
-        if gem_env._is_random:
-            return {
-                "code_length": None,
-                "num_numbers": None,
-                "max_turns": None,
-                "duplicate_numbers": duplicates,
-            }
-        return {
-            "code_length": gem_env.code_length,
-            "num_numbers": gem_env.num_numbers,
-            "max_turns": gem_env.max_turns,
-            "duplicate_numbers": duplicates,
-        }
+        return cls.gem_kwargs(
+            gem_env,
+            ("code_length", "num_numbers", "max_turns"),
+            duplicate_numbers=bool(gem_env.duplicate_numbers),
+        )
 
     def state_from_gem(self, gem_env: Any) -> MastermindState:
         """The kernel state equal to a live GEM env's. GEM keeps its valid guesses as

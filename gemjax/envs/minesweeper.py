@@ -373,10 +373,6 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams], GemMirror[Mi
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
 
     @property
-    def config(self) -> tuple[Any, ...]:
-        return self.variant.config
-
-    @property
     def default_params(self) -> MinesweeperParams:
         rows, cols, mines, turns = (jnp.int32(v) for v in self._defaults)
         return MinesweeperParams(rows=rows, cols=cols, num_mines=mines, max_turns=turns)
@@ -571,14 +567,7 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams], GemMirror[Mi
     @classmethod
     def kwargs_from_gem(cls, gem_env: Any) -> dict[str, Any]:
         """Constructor kwargs matching a live ``gem-llm`` MinesweeperEnv."""
-        if gem_env._is_random:
-            return {"rows": None, "cols": None, "num_mines": None, "max_turns": None}
-        return {
-            "rows": gem_env.rows,
-            "cols": gem_env.cols,
-            "num_mines": gem_env.num_mines,
-            "max_turns": gem_env.max_turns,
-        }
+        return cls.gem_kwargs(gem_env, ("rows", "cols", "num_mines", "max_turns"))
 
     @classmethod
     def gem_opening(cls, gem_env: Any, rng: random.Random) -> None:

@@ -525,10 +525,6 @@ class Sudoku(Environment[SudokuState, SudokuParams], GemMirror[SudokuState]):
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
 
     @property
-    def config(self) -> tuple[Any, ...]:
-        return self.variant.config
-
-    @property
     def default_params(self) -> SudokuParams:
         clues, turns = (jnp.int32(v) for v in self._defaults)
         return SudokuParams(clues=clues, max_turns=turns, tables=tables_for(self.scales))
@@ -665,9 +661,7 @@ class Sudoku(Environment[SudokuState, SudokuParams], GemMirror[SudokuState]):
     @classmethod
     def kwargs_from_gem(cls, gem_env: Any) -> dict[str, Any]:
         """Constructor kwargs matching a live ``gem-llm`` SudokuEnv."""
-        if gem_env._is_random:
-            return {"clues": None, "max_turns": None, "scale": None}
-        return {"clues": gem_env.clues, "max_turns": gem_env.max_turns, "scale": gem_env.scale}
+        return cls.gem_kwargs(gem_env, ("clues", "max_turns", "scale"))
 
     def state_from_gem(self, gem_env: Any) -> SudokuState:
         """The kernel state equal to a live GEM env's (its board, solution and turn)."""

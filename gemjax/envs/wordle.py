@@ -335,9 +335,7 @@ class Wordle(WordGame[WordleState]):
     @classmethod
     def kwargs_from_gem(cls, gem_env: Any) -> dict[str, Any]:
         """Constructor kwargs matching a live ``gem-llm`` WordleEnv."""
-        if gem_env._is_random:
-            return {"word_length": None, "max_turns": None}
-        return {"word_length": gem_env.word_length, "max_turns": gem_env.max_turns}
+        return cls.gem_kwargs(gem_env, ("word_length", "max_turns"))
 
     def state_from_gem(self, gem_env: Any) -> WordleState:
         """The kernel state equal to a live GEM env's. GEM keeps its valid guesses as

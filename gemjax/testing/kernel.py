@@ -173,8 +173,10 @@ def check_vmap_matches_loop(
     env: Environment, params: Any, actions: ActionFn, batch: int = 8, steps: int = 10
 ) -> Any:
     """``vmap`` of reset and step equals a Python loop over lanes, exactly; the lanes'
-    reset states differ (else a lane mix-up could not show). Returns the batched
-    timesteps stacked over steps (leading axes ``[steps, batch]``)."""
+    states differ at reset or after some step (else a lane mix-up could not show; a
+    game whose reset is deterministic, as Tower of Hanoi's fixed ids, diverges with
+    the lanes' actions). Returns the batched timesteps stacked over steps (leading
+    axes ``[steps, batch]``)."""
     reset, step = jax.jit(env.reset), jax.jit(env.step)
     vreset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))
     vstep = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
@@ -185,8 +187,7 @@ def check_vmap_matches_loop(
     fetched = jax.device_get((states, ts))
     for i in range(batch):
         assert_trees_equal(lane(fetched, i), jax.device_get(singles[i]))
-    leaves = [np.asarray(x) for x in jax.tree.leaves(fetched[0])]
-    assert any((x != x[:1]).any() for x in leaves), "every lane reset to the same state"
+    diverged = lanes_differ(fetched[0])
     history = []
     for t in range(steps):
         step_keys = jax.random.split(jax.random.fold_in(jax.random.key(3), t), batch)
@@ -196,8 +197,15 @@ def check_vmap_matches_loop(
         for i in range(batch):
             singles[i] = step(step_keys[i], singles[i][0], batch_actions[i], params)
             assert_trees_equal(lane(fetched, i), jax.device_get(singles[i]))
+        diverged = diverged or lanes_differ(fetched[0])
         history.append(fetched[1])
+    assert diverged, "every lane had the same state at reset and after every step"
     return jax.tree.map(lambda *xs: np.stack(xs), *history)
+
+
+def lanes_differ(states: Any) -> bool:
+    """Some leaf of the batched (fetched) ``states`` differs between lanes."""
+    return any((np.asarray(x) != np.asarray(x)[:1]).any() for x in jax.tree.leaves(states))
 
 
 def check_no_retracing(

@@ -328,22 +328,55 @@ def mirror(gem_env: Any, previous: Any = None, seed: int | None = None) -> Any:
     return previous
 
 
-def check_gem_parity(gem_env: Any, env_id: str, episodes: int = 8, stream_seed: int = 0) -> Counter:
+StreamFactory = Callable[[random.Random, Any, Any], Stream]
+"""``factory(rng, gem_env, ours)``: a new episode's response stream."""
+
+
+def check_gem_parity(
+    gem_env: Any,
+    env_id: str,
+    episodes: int = 8,
+    stream_seed: int = 0,
+    *,
+    stream: StreamFactory = ActionStream,
+    opening: Callable[[Any, random.Random], None] | None = None,
+    on_reset: Callable[[Any], None] | None = None,
+    extra_turns: tuple[int, int] = (2, 3),
+    turns_past_limit: int = 3,
+    describe: Callable[[Any], str] | None = None,
+) -> Counter:
     """Play ``episodes`` episodes of GEM's ``gem_env`` (a game of ``env_id``) and its
-    ``from_gem`` mirror (after the game's ``gem_opening``) with the base
-    :class:`ActionStream`, sometimes on past the
-    end. Every 5-tuple must be equal and every GEM observation one of the game's
-    messages. Returns how often each message came up (:func:`message_classifier`).
+    mirror (:func:`mirror`) side by side, sometimes on past the end. Every 5-tuple
+    must be equal, the mirror's task suffix GEM's, and every GEM observation one of
+    the game's messages. Returns how often each message came up
+    (:func:`message_classifier`).
+
+    Args:
+        stream: the responses of an episode, ``stream(rng, gem_env, ours)``; by
+            default the base :class:`ActionStream` (a game's own stream subclasses it).
+        opening: moves played on GEM's env after its reset and before mirroring,
+            ``opening(gem_env, rng)``; by default the game's ``gem_opening``.
+        on_reset: called with GEM's env after the opening (to count configurations).
+        extra_turns: ``(zeros, most)``: an episode goes on past its end for 0 turns
+            with odds ``zeros`` to 1, else for 1 to ``most`` turns.
+        turns_past_limit: an episode stops at ``max_turns`` plus this many steps.
+        describe: GEM's hidden state in a failure message (default: its attributes).
 
     Raises:
-        AssertionError: a step differs, or GEM printed text no message matches.
+        AssertionError: a step or the suffix differs, or GEM printed text no message
+            matches.
     """
     rng = random.Random(stream_seed)
     ours: list[Any] = [None]
+    play_opening = opening or kernel_class_of(gem_env).gem_opening
+    zeros, most = extra_turns
 
     def start(seed: int) -> Any:
-        kernel_class_of(gem_env).gem_opening(gem_env, rng)
+        play_opening(gem_env, rng)
+        if on_reset is not None:
+            on_reset(gem_env)
         ours[0] = mirror(gem_env, ours[0], seed)
+        assert ours[0].get_task_suffix() == gem_env.get_task_suffix(), env_id
         return ours[0]
 
     with preserved_global_rng():
@@ -353,10 +386,10 @@ def check_gem_parity(gem_env: Any, env_id: str, episodes: int = 8, stream_seed: 
             stream_seed,
             episodes,
             start=start,
-            new_stream=lambda ours: ActionStream(rng, gem_env, ours),
-            extra=lambda: rng.choice([0, 0, rng.randint(1, 3)]),
-            turns_past_limit=3,
-            describe=lambda: repr(vars(gem_env))[:2000],
+            new_stream=lambda ours: stream(rng, gem_env, ours),
+            extra=lambda: rng.choice([0] * zeros + [rng.randint(1, most)]),
+            turns_past_limit=turns_past_limit,
+            describe=lambda: (describe or (lambda env: repr(vars(env))[:2000]))(gem_env),
         )
     assert "other" not in seen, f"GEM printed text that is none of the messages: {seen}"
     return seen

@@ -18,6 +18,7 @@ import gemjax
 from gemjax.text.grammar import (
     BoxedInts,
     BoxedLetters,
+    BoxedWord,
     Grammar,
     ParsedAction,
 )
@@ -32,8 +33,8 @@ PIECES = (
     "\u0e53", "\U0001d7ce", "\u00b2", "\u2155", "reveal", "flag", "REVEAL", "Flag", "dig",
     "a", "Z", "crane", "CRANE", "\u0131", "\u017f", "\u0130", "\u212a", "\u00e9", "\u00df",
     "\ufb05", "\ufffd", "\U0001f600", "\u6f22", "x", ".", ",", "-1", "+3", "\\boxed{}",
-    "\\boxed{\\boxed{1}}", "I guess ", "Answer: ", "up", "Down", "LEFT", "right", "r", "ight",
-    "\\boxed{up}", "\\boxed{rIGHT}",
+    "\\boxed{\\boxed{1}}", "I guess ", "Answer: ", "up", "Up", "down", "LEFT", "left", "right",
+    "r\u0130ght", "r\u0131ght", "upp", "Down", "\\boxed{up}", "\\boxed{rIGHT}",
 )  # fmt: skip
 
 
@@ -44,7 +45,8 @@ def grammar_key(grammar: Grammar) -> tuple[Any, ...]:
 
 def game_grammars() -> dict[str, Grammar]:
     """One grammar per distinct regex used by the registered games (the largest size
-    where sizes differ), plus :class:`BoxedInts` directly; keyed by a readable name."""
+    where sizes differ), plus :class:`BoxedInts` and a case-insensitive
+    :class:`BoxedWord` directly; keyed by a readable name."""
     found: dict[tuple[Any, ...], tuple[str, Grammar]] = {}
     for env_id in gemjax.list_envs():
         grammar = gemjax.make(env_id).grammar
@@ -53,6 +55,8 @@ def game_grammars() -> dict[str, Grammar]:
             found[key] = (env_id.removeprefix("game:"), grammar)
     for grammar in (BoxedInts(("row", "col", "value")), BoxedInts(("n",))):
         found.setdefault(grammar_key(grammar), (f"BoxedInts{len(grammar.int_slots)}", grammar))
+    directions = BoxedWord(("up", "down", "left", "right"), case_sensitive=False)
+    found.setdefault(grammar_key(directions), ("BoxedWord-ignorecase", directions))
     return dict(found.values())
 
 

@@ -21,7 +21,7 @@ import pytest
 import gemjax
 from gemjax.gem.wrappers import ObservationWrapper
 from gemjax.text.grammar import BoxedLetters, BoxedWord
-from gemjax.text.templates import Board
+from gemjax.text.templates import Board, Echo
 from gemjax.tokenizer_bridge.bridge import CHAT_PREFIX, CHAT_TAIL, TokenBridge
 from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
 
@@ -235,6 +235,7 @@ def test_parsed_echoes_render_what_the_host_prints(env_id):
     print(env_id, "canonical rate under adversarial echoes", np.mean(canonical))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["game:GuessTheNumber-v0-easy", "game:Mastermind-v0-easy"])
 def test_render_is_the_same_whichever_path_a_lane_takes(env_id):
     """Batches with no, a few, many and only reset lanes, whose instructions do not
@@ -264,6 +265,7 @@ def test_render_is_the_same_whichever_path_a_lane_takes(env_id):
         np.testing.assert_array_equal(np.asarray(one.ids), np.asarray(texts.ids[lane]))
 
 
+@pytest.mark.slow
 def test_resets_and_echo_lanes_in_shared_chunks_render_the_host_text():
     """Resets (token programs) and lanes that echo the player (code points) are
     re-rendered together, two to a chunk under a batch of 64: chunks of two resets,
@@ -307,6 +309,7 @@ def test_resets_and_echo_lanes_in_shared_chunks_render_the_host_text():
             np.testing.assert_array_equal(np.asarray(one.ids), np.asarray(rendered.ids[lane]))
 
 
+@pytest.mark.slow
 def test_rendering_in_chunks_of_lanes_is_the_same():
     """Under vmap, rendering a batch of 10 lanes (three just reset) 3 lanes at a time,
     padded to whole chunks, gives the ids of rendering it all at once: observations,
@@ -341,6 +344,7 @@ def test_rendering_in_chunks_of_lanes_is_the_same():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_prompts_are_the_same_whichever_buffer_a_lane_takes():
     """Batched prompt steps and prompts tokenize each lane's newest text into the
     smallest buffer that holds it (a step message's, the reset instructions', the
@@ -394,6 +398,7 @@ def test_prompts_are_the_same_whichever_buffer_a_lane_takes():
             assert tokenizer.decode(ids.tolist()) == line(texts[2])
 
 
+@pytest.mark.slow
 def test_prompt_steps_with_long_echoes_match_unbatched_steps():
     """A batched prompt step renders the new message in a step message's buffer and
     re-renders the lanes whose echoes do not fit (two 60-digit cell coordinates):
@@ -446,6 +451,7 @@ def test_prompt_overflow_keeps_the_first_tokens():
     assert bool(later.overflow) and int(later.length) == 40
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ONE_PER_GAME[:3])
 def test_compact_vocabulary_round_trips(env_id):
     bridge = bridge_for(env_id, "qwen3")
@@ -471,6 +477,7 @@ def test_compact_vocabulary_round_trips(env_id):
         assert (np.asarray(bridge.to_compact(jnp.asarray(ids))) >= 0).all(), text
 
 
+@pytest.mark.slow
 def test_construction_reports_non_canonical_messages():
     wordle = bridge_for("game:Wordle-v0-easy", "qwen3")
     guess_the_number = bridge_for("game:GuessTheNumber-v0-hard", "qwen3")
@@ -502,7 +509,15 @@ def edge_echoes(env: Any, capacity: int) -> list[tuple[str, str, int]]:
     return list(found.values())
 
 
-@pytest.mark.parametrize("env_id", ONE_PER_GAME)
+def prints_echoes(env_id: str) -> bool:
+    """Some message of the game prints the player's own text (an echo slot)."""
+    slots = gemjax.make(env_id).messages.slots.values()
+    return any(isinstance(slot, Echo) or getattr(slot, "echo", False) for slot in slots)
+
+
+# FifteenPuzzle and TowerofHanoi print no echo slot.
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", [i for i in ONE_PER_GAME if prints_echoes(i)])
 def test_echoes_at_and_past_the_echo_buffer_flag_inexact_text(env_id):
     """Every echo slot at the echo buffer's edge renders the host text exactly; one
     code point past it, the observation, the prompt after that step and the history

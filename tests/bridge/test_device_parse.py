@@ -31,6 +31,7 @@ from fuzz_cases import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import quick_first
 
 from gemjax.lanes import DEFAULT_SHARE
 from gemjax.text.grammar import BoxedInt, BoxedLetters
@@ -65,13 +66,15 @@ def adversarial_texts() -> list[str]:
         "\\boxed{\u0130\u212a}", "\\BOXED{abc}", "\\Boxed{q}", "\\boxed{abcdefghij}",
         "\\boxed{e}", "\\boxed{\u00e9}", "\\boxed{\u00df}", "\\boxed{\ufb05}", "\\boxed{\ufffd}",
         "\\boxed{1}\ufffd", "\\\\boxed{3}", "\\boxed{7} trailing \\boxed{", "\\boxed{7} \\boxed{}",
-        "\\boxed{up}", "\\boxed{UP}", "\\boxed{r\u0130ght}", "\\boxed{r\u0131ght}",
-        "\\boxed{leftt}", "\\boxed{up}\\boxed{Down}", "\\boxed{r\u0130GHT} \\boxed{}",
-        "\\boxed{LEFT\u0130}",
+        "\\boxed{up}", "\\boxed{Up}", "\\boxed{RIGHT}", "\\boxed{r\u0130ght}",
+        "\\boxed{r\u0131ght}", "\\boxed{left} \\boxed{Down}", "\\boxed{down} \\boxed{upp}",
+        "\\boxed{ up}", "\\boxed{\\boxed{left}}",
+        "\\boxed{UP}", "\\boxed{leftt}", "\\boxed{r\u0130GHT} \\boxed{}", "\\boxed{LEFT\u0130}",
     ]  # fmt: skip
 
 
-@pytest.fixture(scope="module", params=["qwen3", "bytes"])
+# The quick tier (-m "not slow") reads with qwen3; CI with both.
+@pytest.fixture(scope="module", params=["qwen3", pytest.param("bytes", marks=pytest.mark.slow)])
 def vocab(request: pytest.FixtureRequest) -> Vocabulary:
     name = "byte_tokenizer" if request.param == "bytes" else "qwen3"
     return Vocabulary(request.getfixturevalue(name))
@@ -116,7 +119,7 @@ def test_agrees_with_host(name: str, vocab: Vocabulary) -> None:
     check(name, vocab, cases)
 
 
-@pytest.mark.parametrize("name", sorted(GRAMMARS))
+@pytest.mark.parametrize("name", quick_first(sorted(GRAMMARS)))
 def test_token_pass_and_fallbacks(name: str, qwen3: Any) -> None:
     """The token pass reads every lane it vouches for as the host does; batches with
     none, a few, many and nearly all lanes it does not vouch for (tokens that are
@@ -151,7 +154,14 @@ def test_token_pass_and_fallbacks(name: str, qwen3: Any) -> None:
 
 def test_every_game_grammar_is_covered() -> None:
     names = {type(g).__name__ for g in GRAMMARS.values()}
-    assert {"BoxedInt", "BoxedIntList", "BoxedCommand", "BoxedLetters", "BoxedInts"} <= names
+    assert {
+        "BoxedInt",
+        "BoxedIntList",
+        "BoxedCommand",
+        "BoxedLetters",
+        "BoxedInts",
+        "BoxedWord",
+    } <= names
 
 
 def test_overflow_reads_the_last_bytes(qwen3: Any) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import tiered
 
 import gemjax
 from gemjax.text.templates import MessageTable
@@ -115,7 +116,7 @@ def check_programs(env_id: str, name: str) -> tuple[float, float]:
     return float(np.mean(valid["obs"])), float(np.mean(valid["suffix"]))
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("env_id", tiered(ALL_IDS))
 def test_programs_render_canonical_ids_qwen3(env_id: str) -> None:
     obs_rate, suffix_rate = check_programs(env_id, "qwen3")
     assert suffix_rate == 1.0

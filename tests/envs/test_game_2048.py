@@ -384,14 +384,19 @@ def test_boxed_word_agrees_with_gems_regex(text):
 
 
 def test_boxed_word_case_sensitive_and_declarations():
-    exact = BoxedWord(DIRECTIONS, slot="move", ignore_case=False)
+    exact = BoxedWord(DIRECTIONS)
     assert exact.parse("\\boxed{Up}").ok is False and exact.parse("\\boxed{up}").action == 1
     assert exact.codes == 5 and exact.render(5) == "\\boxed{}"  # no other word
     loose = gemjax.make(EASY).grammar
     assert loose.codes == 6 and loose.parse(loose.render(5)).action == 5
-    for words, ignore_case in [((), False), (("a", "a"), False), (("a+",), False), (("Up",), True)]:
+    for words, case_sensitive in [
+        ((), True),
+        (("a", "a"), True),
+        (("a+",), True),
+        (("Up",), False),
+    ]:
         with pytest.raises(ValueError):
-            BoxedWord(words, slot="w", ignore_case=ignore_case)
+            BoxedWord(words, case_sensitive=case_sensitive)
     assert loose.pattern.pattern == GEM_PATTERN.pattern
     assert loose.pattern.flags == GEM_PATTERN.flags
 

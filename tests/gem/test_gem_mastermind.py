@@ -21,7 +21,7 @@ from gem.wrappers.observation_wrapper import ObservationWrapper as GemObservatio
 import gemjax
 import gemjax.gem as gg
 from gemjax import testing
-from gemjax.testing import DIGIT_ZEROS, SEPARATORS, check_step, parity_episodes
+from gemjax.testing import DIGIT_ZEROS, SEPARATORS, check_step
 
 SLOW = pytest.mark.slow  # left out of the quick tier (-m "not slow"), run in CI
 
@@ -157,30 +157,26 @@ class ActionStream(testing.ActionStream):
         guess[-1] = self.rng.choice(["0" * 4299 + "1", "0" * 4300 + "1", "7" * 4301])
         return self.box(guess)
 
+
 # The quick tier (-m "not slow") replays the easy id; CI all three.
 @pytest.mark.parametrize(
     ("env_id", "stream_seed"),
     [(EASY, 1), pytest.param(HARD, 2, marks=SLOW), pytest.param(RANDOM, 3, marks=SLOW)],
 )
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
-    rng = random.Random(stream_seed)
-    gem_env = gem.make(env_id)
     configs: Counter = Counter()
-
-    def start(seed: int) -> gg.TextEnv:
-        configs[(gem_env.code_length, gem_env.num_numbers, gem_env.max_turns)] += 1
-        return gg.from_gem(gem_env, seed=seed)
-
-    seen = parity_episodes(
-        gem_env,
+    seen = testing.check_gem_parity(
+        gem.make(env_id),
         env_id,
-        stream_seed,
         EPISODES,
-        start=start,
-        new_stream=lambda ours: ActionStream(rng, gem_env, ours),
-        extra=lambda: rng.choice([0, 0, rng.randint(1, 4)]),
+        stream_seed,
+        stream=ActionStream,
+        on_reset=lambda gem_env: configs.update(
+            [(gem_env.code_length, gem_env.num_numbers, gem_env.max_turns)]
+        ),
+        extra_turns=(2, 4),
         turns_past_limit=6,
-        describe=lambda: f"code {gem_env.game_code}",
+        describe=lambda gem_env: f"code {gem_env.game_code}",
     )
     expected = {"format_error", "wrong_length", "out_of_range", "duplicate", "pegs", "success"}
     assert expected | {"max_turns"} >= set(seen) >= expected, seen

@@ -21,7 +21,7 @@ import pytest
 import gemjax
 import gemjax.gem as gg
 from gemjax import testing
-from gemjax.testing import check_step, parity_episodes
+from gemjax.testing import check_step
 
 SLOW = pytest.mark.slow  # left out of the quick tier (-m "not slow"), run in CI
 
@@ -179,7 +179,8 @@ class ActionStream(testing.ActionStream):
             self.rng.choice(["0" * 4299 + "1", "0" * 4300 + "1", "7" * 4301]),
         )
 
-def first_reveal(rng: random.Random, gem_env) -> None:
+
+def first_reveal(gem_env, rng: random.Random) -> None:
     """GEM's opening: a few flags, maybe a (rejected) reveal of a flagged cell."""
     flagged = []
     for _ in range(rng.choice([0, 0, 0, 1, 2])):
@@ -200,30 +201,21 @@ def first_reveal(rng: random.Random, gem_env) -> None:
     [(EASY, 1), pytest.param(HARD, 2, marks=SLOW), pytest.param(RANDOM, 3, marks=SLOW)],
 )
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
-    rng = random.Random(stream_seed)
-    gem_env = gem.make(env_id)
-    ours = None
     sizes: Counter = Counter()
-
-    def start(seed: int) -> gg.TextEnv:
-        nonlocal ours
-        first_reveal(rng, gem_env)
-        sizes[gem_env.rows] += 1
-        ours = testing.mirror(gem_env, ours, seed)
-        return ours
-
-    seen = parity_episodes(
-        gem_env,
+    seen = testing.check_gem_parity(
+        gem.make(env_id),
         env_id,
-        stream_seed,
         EPISODES,
-        start=start,
-        new_stream=lambda ours: ActionStream(rng, gem_env, ours, careful=rng.random() < 0.3),
-        extra=lambda: rng.choice([0, 0, 0, rng.randint(1, 3)]),  # GEM does not freeze
+        stream_seed,
+        stream=lambda rng, gem_env, ours: ActionStream(
+            rng, gem_env, ours, careful=rng.random() < 0.3
+        ),
+        opening=first_reveal,
+        on_reset=lambda gem_env: sizes.update([gem_env.rows]),
+        extra_turns=(3, 3),  # GEM does not freeze
         turns_past_limit=5,
-        describe=lambda: f"grid {gem_env.grid}",
+        describe=lambda gem_env: f"grid {gem_env.grid}",
     )
-    assert "other" not in seen
     required = {
         "format_error",
         "out_of_bounds",
@@ -247,7 +239,7 @@ def test_max_turns_and_last_turn_format_error() -> None:
     for env_id in IDS:
         gem_env = gem.make(env_id)
         gem_env.reset(seed=4)
-        first_reveal(random.Random(0), gem_env)
+        first_reveal(gem_env, random.Random(0))
         ours = gg.from_gem(gem_env)
         cell = next(
             (r, c)
@@ -263,7 +255,7 @@ def test_max_turns_and_last_turn_format_error() -> None:
         assert theirs[0] == "You have reached the maximum number of turns." and theirs[3]
         for turns_left, truncated in ((1, True), (0, False)):
             gem_env.reset(seed=5)
-            first_reveal(random.Random(1), gem_env)
+            first_reveal(gem_env, random.Random(1))
             gem_env.turn_count = gem_env.max_turns - turns_left
             ours.state = ours.kernel.state_from_gem(gem_env)
             theirs, mine = gem_env.step("no box"), ours.step("no box")

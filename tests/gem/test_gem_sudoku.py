@@ -21,7 +21,7 @@ import pytest
 
 import gemjax.gem as gg
 from gemjax import testing
-from gemjax.testing import check_step, parity_episodes
+from gemjax.testing import check_step
 
 SLOW = pytest.mark.slow  # left out of the quick tier (-m "not slow"), run in CI
 
@@ -60,7 +60,6 @@ class ActionStream(testing.ActionStream):
     """Adversarial responses for one Sudoku episode (reads GEM's board)."""
 
     leading_zeros = 0.08
-
 
     def __init__(self, rng: random.Random, gem_env, ours: gg.TextEnv, careful: bool) -> None:
         super().__init__(rng, gem_env, ours)
@@ -166,36 +165,27 @@ class ActionStream(testing.ActionStream):
         last = self.rng.choice(["0" * 4299 + "1", "0" * 4300 + "1", "7" * 4301])
         return self.box("1", "1", last)
 
+
 # The quick tier (-m "not slow") replays the easy id; CI all three.
 @pytest.mark.parametrize(
     ("env_id", "stream_seed"),
     [(EASY, 1), pytest.param(HARD, 2, marks=SLOW), pytest.param(RANDOM, 3, marks=SLOW)],
 )
 def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
-    rng = random.Random(stream_seed)
-    gem_env = make_gem(env_id)
-    ours = None
     scales: Counter = Counter()
-
-    def start(seed: int) -> gg.TextEnv:
-        nonlocal ours
-        scales[gem_env.scale] += 1
-        ours = testing.mirror(gem_env, ours, seed)
-        assert ours.get_task_suffix() == gem_env.get_task_suffix()
-        return ours
-
-    seen = parity_episodes(
-        gem_env,
+    seen = testing.check_gem_parity(
+        make_gem(env_id),
         env_id,
-        stream_seed,
         EPISODES[env_id],
-        start=start,
-        new_stream=lambda ours: ActionStream(rng, gem_env, ours, careful=rng.random() < 0.3),
-        extra=lambda: rng.choice([0, 0, 0, rng.randint(1, 3)]),  # GEM does not freeze
+        stream_seed,
+        stream=lambda rng, gem_env, ours: ActionStream(
+            rng, gem_env, ours, careful=rng.random() < 0.3
+        ),
+        on_reset=lambda gem_env: scales.update([gem_env.scale]),
+        extra_turns=(3, 3),  # GEM does not freeze
         turns_past_limit=5,
-        describe=lambda: f"board {gem_env.board}",
+        describe=lambda gem_env: f"board {gem_env.board}",
     )
-    assert "other" not in seen
     required = {
         "format_error",
         "out_of_bounds",

@@ -25,7 +25,7 @@ import gemjax
 import gemjax.gem as gg
 from gemjax import testing
 from gemjax.envs.words import decode, word_pool
-from gemjax.testing import check_step, parity_episodes
+from gemjax.testing import check_step
 
 pytestmark = pytest.mark.usefixtures("nltk_words")
 
@@ -157,24 +157,18 @@ class ActionStream(testing.ActionStream):
         w.insert(self.rng.randint(0, len(w)), self.rng.choice(NON_ASCII))
         return "\\boxed{" + "".join(w) + "}"
 
+
 def run_parity(gem_env, env_id: str, stream_seed: int, episodes: int) -> tuple[Counter, Counter]:
-    rng = random.Random(stream_seed)
     configs: Counter = Counter()
-
-    def start(seed: int) -> gg.TextEnv:
-        configs[(gem_env.word_length, gem_env.max_turns)] += 1
-        return gg.from_gem(gem_env, seed=seed)
-
-    seen = parity_episodes(
+    seen = testing.check_gem_parity(
         gem_env,
         env_id,
-        stream_seed,
         episodes,
-        start=start,
-        new_stream=lambda ours: ActionStream(rng, gem_env, ours),
-        extra=lambda: rng.choice([0, 0, rng.randint(1, 3)]),  # sometimes go on past the end
+        stream_seed,
+        stream=ActionStream,
+        on_reset=lambda gem_env: configs.update([(gem_env.word_length, gem_env.max_turns)]),
         turns_past_limit=4,
-        describe=lambda: f"secret {gem_env.secret_word}",
+        describe=lambda gem_env: f"secret {gem_env.secret_word}",
     )
     return seen, configs
 

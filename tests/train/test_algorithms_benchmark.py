@@ -4,6 +4,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "algorithms.py"
 
 
@@ -14,6 +16,7 @@ def load_benchmark():
     return module
 
 
+@pytest.mark.slow
 def test_quick_run_writes_table_json_and_plot(tmp_path, capsys):
     bench = load_benchmark()
     out = tmp_path / "algorithms"

@@ -77,6 +77,7 @@ GAMES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("env_id", "algo"), GAMES)
 def test_training_step_on_a_multidiscrete_game(tiny, env_id, algo):
     if env_id not in gemjax.list_envs():

@@ -28,7 +28,9 @@ def timeless(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in ("wall_s", "steps_per_second")} for r in rows]
 
 
-@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize(
+    "algo", [pytest.param(a, marks=() if a == "rebn" else pytest.mark.slow) for a in ALGOS]
+)
 def test_every_algorithm_changes_the_policy_with_finite_losses(tiny, algo):
     config = tiny(algo=algo, clip_eps=0.2 if algo == "ppo" else None, num_minibatches=2)
     trainer = make_train(config)
@@ -56,6 +58,7 @@ def test_grpo_groups_share_their_initial_state(tiny):
     assert len(set(np.asarray(targets[:, 0]).tolist())) > 1
 
 
+@pytest.mark.slow
 def test_resume_equals_training_straight(tiny, tmp_path):
     half, full = tiny(num_updates=2), tiny(num_updates=4)
     first = run(half, tmp_path / "resumed", seed=1, progress=False)
@@ -72,6 +75,7 @@ def test_resume_equals_training_straight(tiny, tmp_path):
     assert [r["update"] for r in resumed.records] == [2, 4]
 
 
+@pytest.mark.slow
 def test_resume_refuses_other_settings_and_keeps_the_run(tiny, tmp_path):
     out = tmp_path / "run"
     run(tiny(), out, seed=1, progress=False)
@@ -101,6 +105,7 @@ def test_resume_refuses_other_settings_and_keeps_the_run(tiny, tmp_path):
         run(tiny(num_updates=8), out, seed=1, progress=False)
 
 
+@pytest.mark.slow
 def test_resume_drops_a_partial_last_metrics_line(tiny, tmp_path):
     out = tmp_path / "run"
     run(tiny(num_updates=2), out, seed=1, progress=False)
@@ -122,6 +127,7 @@ def test_a_bad_config_writes_nothing(tiny, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_cli_train_writes_metrics_plot_and_checkpoint(tmp_path):
     out = tmp_path / "run"
     argv = ["train", "--env", "game:GuessTheNumber-v0-easy", "--out", str(out)]

@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import jax, numpy as np
@@ -34,6 +36,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_sharded_training_matches_one_device():
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
     env["JAX_PLATFORMS"] = "cpu"

@@ -4,10 +4,11 @@ device reader the token bridge runs for it, in one module.
 ``base`` holds the protocol (:class:`Grammar`, :class:`ParsedAction`) and ``reader``
 the device-reader protocol (:class:`Reader`) with the number reading readers share;
 ``fields`` (:class:`BoxedInt`, :class:`BoxedInts`, :class:`BoxedCommand`),
-``int_list`` (:class:`BoxedIntList`), ``letters`` (:class:`BoxedLetters`) and
-``word`` (:class:`BoxedWord`) are the grammars the games use. A new grammar is one
-more module: a :class:`Grammar` subclass (``pattern``, ``parse``, ``render``,
-``device_reader``) and its :class:`Reader`.
+``int_list`` (:class:`BoxedIntList`), ``letters`` (:class:`BoxedLetters`),
+``choices`` (:class:`BoxedChoices`) and ``choice`` (:class:`BoxedWord`) are the
+grammars the games use. A new grammar is one more module: a :class:`Grammar`
+subclass (``pattern``, ``parse``, ``render``, ``device_reader``) and its
+:class:`Reader`.
 """
 
 from gemjax.text.grammar.base import (
@@ -17,6 +18,8 @@ from gemjax.text.grammar.base import (
     clamp_decimal,
     normalise_digits,
 )
+from gemjax.text.grammar.choice import BoxedWord, WordReader
+from gemjax.text.grammar.choices import BoxedChoices, ChoicesReader
 from gemjax.text.grammar.fields import BoxedCommand, BoxedInt, BoxedInts, FieldsReader
 from gemjax.text.grammar.int_list import BoxedIntList, ListReader
 from gemjax.text.grammar.letters import (
@@ -26,19 +29,20 @@ from gemjax.text.grammar.letters import (
     LettersReader,
 )
 from gemjax.text.grammar.reader import INT32_MAX, Feature, Reader, Write
-from gemjax.text.grammar.word import BoxedWord, WordReader
 
 __all__ = [
     "IGNORECASE_EXTRA_LETTERS",
     "INT32_MAX",
     "INT32_MAX_DIGITS",
     "WHITESPACE_BUT_SPACE",
+    "BoxedChoices",
     "BoxedCommand",
     "BoxedInt",
     "BoxedIntList",
     "BoxedInts",
     "BoxedLetters",
     "BoxedWord",
+    "ChoicesReader",
     "Feature",
     "FieldsReader",
     "Grammar",

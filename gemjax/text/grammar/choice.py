@@ -1,6 +1,6 @@
-"""The grammar of one word of a fixed list in a box (:class:`BoxedWord`: Game2048's
-``\\boxed{up}``, case-insensitive; FifteenPuzzle's, case-sensitive), with its device
-reader (:class:`WordReader`)."""
+"""The grammar of one word of a fixed list in a box (:class:`BoxedWord`: the direction
+games' ``\\boxed{(up|down|left|right)}``, FifteenPuzzle's case-sensitive, Game2048's
+not), with its device reader (:class:`WordReader`)."""
 
 from __future__ import annotations
 
@@ -47,20 +47,25 @@ def case_variant(words: tuple[str, ...], flags: int) -> str | None:
 
 
 class BoxedWord(Grammar):
-    """``\\boxed{(w_0|w_1|...)}``: one of ``words``, exactly or ignoring case.
+    """``\\boxed{(w_0|w_1|...)}``: one of ``words``, exactly (FifteenPuzzle:
+    ``\\boxed{Up}`` is a format error) or ignoring case.
 
-    With ``ignore_case`` the pattern has ``re.IGNORECASE`` and the word is read with
+    With ``case_sensitive=False`` the pattern has ``re.IGNORECASE`` and the word is read with
     ``str.lower()``, as GEM's Game2048 does: ``\\boxed{UP}`` is ``up``, and a match
     whose lower-case form is none of the words (Python's ``IGNORECASE`` lets ``İ``
     and ``ı`` match ``i``: ``\\boxed{rİght}`` reads ``ri̇ght``) is an *other* word,
-    which GEM echoes. Without it (FifteenPuzzle) the match is one of the words.
+    which GEM echoes. Case-sensitive, the match is one of the words.
 
     The kernel action is an int32 scalar: ``1 + i`` for ``words[i]``,
     ``len(words) + 1`` for an other word, ``0`` for a format error (no match).
-    Echoes: ``slot`` is the word as read (lower-cased with ``ignore_case``).
+    Echoes (ignoring case only; a case-sensitive match prints through a ``Choice``
+    slot indexed by ``action - 1``): ``slot`` is the word lower-cased.
     """
 
-    def __init__(self, words: tuple[str, ...], slot: str, ignore_case: bool) -> None:
+    def __init__(
+        self, words: tuple[str, ...], case_sensitive: bool = True, slot: str = "word"
+    ) -> None:
+        ignore_case = not case_sensitive
         if not words or len(set(words)) != len(words):
             raise ValueError(f"BoxedWord needs distinct words, got {words}")
         if any(not w or re.escape(w) != w for w in words):
@@ -91,7 +96,7 @@ class BoxedWord(Grammar):
             return ParsedAction(0, False, {})
         word = group.lower() if self.ignore_case else group
         code = self.words.index(word) + 1 if word in self.words else self.other
-        return ParsedAction(code, True, {self.slot: word})
+        return ParsedAction(code, True, {self.slot: word} if self.ignore_case else {})
 
     def render(self, action: np.ndarray) -> str:
         """``\\boxed{word}``; the other code gives :attr:`other_example`; any other code
@@ -120,7 +125,7 @@ class WordReader(Reader):
 
     def __init__(self, grammar: BoxedWord) -> None:
         self.ignore_case = grammar.ignore_case
-        self.slots = self.scatter_slots = (grammar.slot,)
+        self.slots = self.scatter_slots = (grammar.slot,) if grammar.ignore_case else ()
         self.other = grammar.other
         width = max(len(w) for w in grammar.words) + 1
         table = np.full((len(grammar.words), width), -1, np.int32)
@@ -176,4 +181,5 @@ class WordReader(Reader):
         known = spelled & (jnp.asarray(self.lengths) == length)
         code = jnp.where(jnp.any(known), jnp.argmax(known) + 1, self.other)
         action = jnp.where(found, code, 0).astype(jnp.int32)
-        return action, found, {self.slots[0]: (rows[0], length)}
+        echoes = {slot: (rows[0], length) for slot in self.slots}
+        return action, found, echoes
