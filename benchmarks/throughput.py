@@ -11,9 +11,11 @@
    its median block.
 3. Minesweeper against Jumanji's ``Minesweeper`` (its default 10x10 with 10 mines, and
    8x8 with 12 mines like GEM's ``-hard``), same batch sizes, uniform random actions
-   drawn in one call, auto-reset on for both. Sudoku (``-hard``, 9x9) against
-   Jumanji's ``Sudoku-v0`` the same way, both with uniform ``(row, col, number)``
-   moves inside the board.
+   drawn in one call, auto-reset on for both (:func:`jumanji_rate`). Sudoku
+   (``-hard``, 9x9) against Jumanji's ``Sudoku-v0`` the same way, both with uniform
+   ``(row, col, number)`` moves inside the board, and every Game2048 id against
+   Jumanji's ``Game2048-v1`` at batch 4096, both with uniform directions
+   (:func:`against_jumanji_uniform`).
 4. Text: ``gemjax.gem.make_vec`` with 64 and 1024 envs against GEM's ``SyncVectorEnv``
    with as many, stepping the same pre-generated action strings.
 
@@ -36,7 +38,7 @@ import random
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -88,14 +90,13 @@ def gem_loop_steps_per_second(env_id: str, seconds: float) -> float:
     return steps / elapsed
 
 
-def jumanji_minesweeper(batch_size: int, num_steps: int, rows: int, cols: int, mines: int):
-    """Steps/s and compile seconds of Jumanji's Minesweeper under our protocol."""
-    from jumanji.environments.logic.minesweeper import Minesweeper
-    from jumanji.environments.logic.minesweeper.generator import UniformSamplingGenerator
+def jumanji_rate(env: Any, batch_size: int, num_steps: int, draw: Any) -> Timing:
+    """The :class:`Timing` of a Jumanji env under our protocol: ``lax.scan`` of
+    ``vmap(AutoResetWrapper(env).step)`` in one jit, the batch's uniform random actions
+    drawn in one call per step (``draw(key) -> actions``)."""
     from jumanji.wrappers import AutoResetWrapper
 
-    env = AutoResetWrapper(Minesweeper(UniformSamplingGenerator(rows, cols, mines)))
-    sizes = jnp.asarray([rows, cols], jnp.uint32)
+    env = AutoResetWrapper(env)
 
     def rollout(key: jax.Array) -> jax.Array:
         key, reset_key = jax.random.split(key)
@@ -103,9 +104,7 @@ def jumanji_minesweeper(batch_size: int, num_steps: int, rows: int, cols: int, m
 
         def one_step(carry, step_key):
             state, episodes = carry
-            bits = jax.random.bits(step_key, (batch_size, 2), jnp.uint32)
-            actions = (bits % sizes).astype(jnp.int32)
-            state, ts = jax.vmap(env.step)(state, actions)
+            state, ts = jax.vmap(env.step)(state, draw(step_key))
             return (state, episodes + jnp.sum(ts.last(), dtype=jnp.int32)), None
 
         (_, episodes), _ = jax.lax.scan(
@@ -116,55 +115,25 @@ def jumanji_minesweeper(batch_size: int, num_steps: int, rows: int, cols: int, m
     return time_compiled(jax.jit(rollout), batch_size * num_steps)
 
 
-def jumanji_sudoku(batch_size: int, num_steps: int) -> tuple[float, float]:
-    """Steps/s and compile seconds of Jumanji's ``Sudoku-v0`` under our protocol
-    (uniform ``(row, col, value)`` in ``0..8``; an illegal move ends its episode)."""
-    import jumanji
-    from jumanji.wrappers import AutoResetWrapper
-
-    env = AutoResetWrapper(jumanji.make("Sudoku-v0"))
-
-    def rollout(key: jax.Array) -> jax.Array:
-        key, reset_key = jax.random.split(key)
-        state, _ = jax.vmap(env.reset)(jax.random.split(reset_key, batch_size))
-
-        def one_step(carry, step_key):
-            state, episodes = carry
-            bits = jax.random.bits(step_key, (batch_size, 3), jnp.uint32)
-            actions = (bits % 9).astype(jnp.int32)
-            state, ts = jax.vmap(env.step)(state, actions)
-            return (state, episodes + jnp.sum(ts.last(), dtype=jnp.int32)), None
-
-        (_, episodes), _ = jax.lax.scan(
-            one_step, (state, jnp.int32(0)), jax.random.split(key, num_steps)
-        )
-        return episodes
-
-    return time_compiled(jax.jit(rollout), batch_size * num_steps)
-
-
-def gemjax_sudoku(batch_size: int, num_steps: int) -> tuple[float, float]:
-    """Steps/s and compile seconds of ``game:Sudoku-v0-hard`` (9x9) under the same
-    protocol as :func:`jumanji_sudoku`: uniform ``(row, col, number)`` in ``1..9``
-    drawn in one call per step, :class:`~gemjax.wrappers.AutoReset`."""
+def gemjax_rate(env_id: str, batch_size: int, num_steps: int, draw: Any) -> Timing:
+    """The :class:`Timing` of ``env_id`` under :func:`jumanji_rate`'s protocol:
+    the batch's actions from ``draw(key) -> actions`` (moves inside the game, as the
+    Jumanji env takes them), :class:`~gemjax.wrappers.AutoReset`, per-lane keys."""
     from gemjax.wrappers import AutoReset
 
-    env = AutoReset(gemjax.make("game:Sudoku-v0-hard"))
+    env = AutoReset(gemjax.make(env_id))
     params = env.default_params
     reset = jax.vmap(env.reset, in_axes=(0, None))
     step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
     def rollout(key: jax.Array) -> jax.Array:
         key, reset_key = jax.random.split(key)
-        state, _ = reset(jax.random.split(reset_key, batch_size), params)
+        state, _ = reset(split(reset_key, batch_size), params)
 
         def one_step(carry, step_key):
             state, episodes = carry
             action_key, lanes_key = split(step_key, 2)
-            bits = jax.random.bits(action_key, (batch_size, 3), jnp.uint32)
-            moves = (bits % 9).astype(jnp.int32) + 1
-            actions = jnp.concatenate([jnp.ones((batch_size, 1), jnp.int32), moves], axis=1)
-            state, ts = step(split(lanes_key, batch_size), state, actions, params)
+            state, ts = step(split(lanes_key, batch_size), state, draw(action_key), params)
             return (state, episodes + jnp.sum(ts.done, dtype=jnp.int32)), None
 
         (_, episodes), _ = jax.lax.scan(
@@ -175,19 +144,54 @@ def gemjax_sudoku(batch_size: int, num_steps: int) -> tuple[float, float]:
     return time_compiled(jax.jit(rollout), batch_size * num_steps)
 
 
-def time_compiled(function: Any, steps: int) -> tuple[float, float]:
-    """``(steps per second, compile seconds)`` of a jitted ``function(key)``."""
+def uniform_draw(batch_size: int, highs: int | tuple[int, ...], low: int = 0) -> Any:
+    """``draw(key)``, drawn in one call: int32[batch] uniform in ``low..low + highs - 1``
+    for an int ``highs``, else int32[batch, len(highs)] with column ``i`` uniform in
+    ``low..low + highs[i] - 1``."""
+    sizes = jnp.asarray(highs, jnp.uint32)
+
+    def draw(key: jax.Array) -> jax.Array:
+        bits = jax.random.bits(key, (batch_size, *sizes.shape), jnp.uint32)
+        return (bits % sizes).astype(jnp.int32) + low
+
+    return draw
+
+
+def jumanji_minesweeper(
+    batch_size: int, num_steps: int, rows: int, cols: int, mines: int
+) -> Timing:
+    """The :class:`Timing` of Jumanji's Minesweeper under our protocol."""
+    from jumanji.environments.logic.minesweeper import Minesweeper
+    from jumanji.environments.logic.minesweeper.generator import UniformSamplingGenerator
+
+    env = Minesweeper(UniformSamplingGenerator(rows, cols, mines))
+    return jumanji_rate(env, batch_size, num_steps, uniform_draw(batch_size, (rows, cols)))
+
+
+class Timing(NamedTuple):
+    """A compiled rollout's rates: wall ``steps_per_second`` (best of 3 runs),
+    ``compile_seconds``, and ``cpu_steps_per_second`` (steps over the process CPU
+    seconds of that run, every thread counted: steadier than wall time on a shared
+    machine)."""
+
+    steps_per_second: float
+    compile_seconds: float
+    cpu_steps_per_second: float
+
+
+def time_compiled(function: Any, steps: int) -> Timing:
+    """The :class:`Timing` of a jitted ``function(key)`` running ``steps`` steps."""
     key = jax.random.key(0)
     start = time.perf_counter()
     compiled = function.lower(key).compile()
     compile_seconds = time.perf_counter() - start
     jax.block_until_ready(compiled(key))
-    best = float("inf")
+    best = (float("inf"), float("inf"))
     for repeat in range(3):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         jax.block_until_ready(compiled(jax.random.key(repeat + 1)))
-        best = min(best, time.perf_counter() - start)
-    return steps / best, compile_seconds
+        best = min(best, (time.perf_counter() - start, time.process_time() - cpu_start))
+    return Timing(steps / best[0], compile_seconds, steps / best[1])
 
 
 def random_actions(num_envs: int, rounds: int, low: int, high: int) -> list[list[str]]:
@@ -323,7 +327,9 @@ def against_jumanji(scale: float) -> list[dict[str, Any]]:
             kwargs = {} if gem_variant else {"rows": rows_, "cols": cols, "num_mines": mines}
             env_id = "game:Minesweeper-v0-hard"
             ours = measure(env_id, batch_size, num_steps, **kwargs)
-            theirs, jumanji_compile = jumanji_minesweeper(batch_size, num_steps, rows_, cols, mines)
+            theirs, jumanji_compile, _ = jumanji_minesweeper(
+                batch_size, num_steps, rows_, cols, mines
+            )
             ratio = ours.steps_per_second / theirs
             rows.append(
                 {
@@ -343,39 +349,89 @@ def against_jumanji(scale: float) -> list[dict[str, Any]]:
     return rows
 
 
-def against_jumanji_sudoku(scale: float, gem_seconds: float) -> list[dict[str, Any]]:
-    """Section 3b: Sudoku (9x9) against Jumanji's ``Sudoku-v0``."""
-    gem_rate = gem_loop_steps_per_second("game:Sudoku-v0-hard", gem_seconds)
-    print("\n== Sudoku 9x9 against Jumanji's Sudoku-v0 (uniform in-board moves, auto-reset)")
-    print(f"GEM loop (game:Sudoku-v0-hard, kernel-space random actions): {gem_rate:,.1f} steps/s")
-    header = ("batch", "gemjax/s", "jumanji/s", "x jumanji", "x GEM", "ours cs", "theirs cs")
-    print("{:>6s} {:>13s} {:>13s} {:>9s} {:>9s} {:>8s} {:>9s}".format(*header))
+def jumanji_uniform_moves(name: str, batch_size: int, num_steps: int) -> Timing:
+    """Jumanji's ``Sudoku-v0`` (uniform ``(row, col, value)`` in ``0..8``; an illegal
+    move ends its episode) or ``Game2048-v1`` (a uniform direction) under
+    :func:`jumanji_rate`."""
+    import jumanji
+
+    highs = {"Sudoku-v0": (9, 9, 9), "Game2048-v1": 4}[name]
+    return jumanji_rate(jumanji.make(name), batch_size, num_steps, uniform_draw(batch_size, highs))
+
+
+def gemjax_uniform_moves(env_id: str, batch_size: int, num_steps: int) -> Timing:
+    """``env_id`` under :func:`gemjax_rate` with the moves of
+    :func:`jumanji_uniform_moves`: Sudoku ``(row, col, number)`` uniform in ``1..9``
+    (the kernel action ``[1, row, col, number]``), 2048 a uniform direction (``1..4``)."""
+    if "Sudoku" in env_id:
+        moves = uniform_draw(batch_size, (9, 9, 9), low=1)
+
+        def draw(key: jax.Array) -> jax.Array:
+            return jnp.concatenate([jnp.ones((batch_size, 1), jnp.int32), moves(key)], axis=1)
+
+    else:
+        draw = uniform_draw(batch_size, 4, low=1)
+    return gemjax_rate(env_id, batch_size, num_steps, draw)
+
+
+JUMANJI_UNIFORM = {
+    "jumanji_sudoku": ("Sudoku-v0", ("game:Sudoku-v0-hard",), JUMANJI_BATCHES),
+    "jumanji_2048": (
+        "Game2048-v1",
+        tuple(f"game:Game2048-v0-{v}" for v in ("easy", "hard", "extreme-hard", "random")),
+        (GAME_BATCH,),
+    ),
+}
+"""Sections comparing a game with a Jumanji env on uniform moves: the Jumanji env,
+our ids, the batch sizes."""
+
+
+def against_jumanji_uniform(section: str, scale: float, gem_seconds: float) -> list[dict[str, Any]]:
+    """Section 3b/3c: Sudoku (9x9) against Jumanji's ``Sudoku-v0``, every Game2048 id
+    against Jumanji's ``Game2048-v1``: uniform moves, auto-reset on both, and GEM's
+    loop on each id."""
+    name, env_ids, batches = JUMANJI_UNIFORM[section]
+    print(f"\n== {', '.join(env_ids)} against Jumanji's {name} (uniform moves, auto-reset)")
+    header = ("env id", "batch", "gemjax/s", "jumanji/s", "x jumanji", "x (CPU)", "x GEM")
+    print(
+        "{:32s} {:>6s} {:>13s} {:>13s} {:>9s} {:>8s} {:>9s} {:>8s} {:>9s}".format(
+            *header, "ours cs", "theirs cs"
+        )
+    )
     rows = []
-    for batch_size in JUMANJI_BATCHES:
+    for batch_size in batches:
         num_steps = max(20, int(scale * 200))
-        ours, our_compile = gemjax_sudoku(batch_size, num_steps)
-        theirs, their_compile = jumanji_sudoku(batch_size, num_steps)
-        rows.append(
-            {
-                "config": "9x9",
-                "batch_size": batch_size,
-                "gemjax_steps_per_second": ours,
-                "jumanji_steps_per_second": theirs,
-                "gem_loop_steps_per_second": gem_rate,
-                "gemjax_compile_seconds": our_compile,
-                "jumanji_compile_seconds": their_compile,
-                "ratio": ours / theirs,
-                "ratio_vs_gem": ours / gem_rate,
-            }
-        )
-        print(
-            f"{batch_size:6d} {ours:13,.0f} {theirs:13,.0f} {ours / theirs:9.2f} "
-            f"{ours / gem_rate:9.0f} {our_compile:8.2f} {their_compile:9.2f}"
-        )
+        theirs, their_compile, their_cpu = jumanji_uniform_moves(name, batch_size, num_steps)
+        for env_id in env_ids:
+            gem_rate = gem_loop_steps_per_second(env_id, gem_seconds)
+            ours, our_compile, our_cpu = gemjax_uniform_moves(env_id, batch_size, num_steps)
+            rows.append(
+                {
+                    "env_id": env_id,
+                    "jumanji_env": name,
+                    "batch_size": batch_size,
+                    "gemjax_steps_per_second": ours,
+                    "jumanji_steps_per_second": theirs,
+                    "gem_loop_steps_per_second": gem_rate,
+                    "gemjax_cpu_steps_per_second": our_cpu,
+                    "jumanji_cpu_steps_per_second": their_cpu,
+                    "gemjax_compile_seconds": our_compile,
+                    "jumanji_compile_seconds": their_compile,
+                    "ratio": ours / theirs,
+                    "cpu_ratio": our_cpu / their_cpu,
+                    "ratio_vs_gem": ours / gem_rate,
+                }
+            )
+            print(
+                f"{env_id:32s} {batch_size:6d} {ours:13,.0f} {theirs:13,.0f} "
+                f"{ours / theirs:9.2f} {our_cpu / their_cpu:8.2f} {ours / gem_rate:9.0f} "
+                f"{our_compile:8.2f} "
+                f"{their_compile:9.2f}"
+            )
     return rows
 
 
-SECTIONS = ("kernel", "games", "jumanji", "jumanji_sudoku", "vector")
+SECTIONS = ("kernel", "games", "jumanji", "jumanji_sudoku", "jumanji_2048", "vector")
 
 
 def main() -> None:
@@ -402,9 +458,12 @@ def main() -> None:
         sweep = kernel_sweep(args.env, scale, gem_rate)
     games = all_games(scale, gem_seconds, args.games) if "games" in sections else None
     jumanji = against_jumanji(scale) if "jumanji" in sections else None
-    jumanji_sudoku_rows = None
-    if "jumanji_sudoku" in sections:
-        jumanji_sudoku_rows = against_jumanji_sudoku(scale, gem_seconds)
+    uniform = {
+        section: against_jumanji_uniform(section, scale, gem_seconds)
+        if section in sections
+        else None
+        for section in JUMANJI_UNIFORM
+    }
     if "vector" in sections:
         print("\n== text API: make_vec(N) against GEM's SyncVectorEnv(N), same action strings")
     vector = []
@@ -427,7 +486,7 @@ def main() -> None:
         "kernel": sweep,
         "games": games,
         "jumanji_minesweeper": jumanji,
-        "jumanji_sudoku": jumanji_sudoku_rows,
+        **uniform,
         "vector_text": vector if "vector" in sections else None,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
 """The games, registered under GEM's ids."""
 
 from gemjax.envs.fifteen_puzzle import FifteenPuzzle
+from gemjax.envs.game_2048 import Game2048
 from gemjax.envs.guess_the_number import GuessTheNumber
 from gemjax.envs.hangman import Hangman
 from gemjax.envs.mastermind import Mastermind
@@ -19,6 +20,7 @@ GAMES = (
     Sudoku,
     TowerofHanoi,
     FifteenPuzzle,
+    Game2048,
 )
 
 register("game:GuessTheNumber-v0-hard", GuessTheNumber, min_number=1, max_number=50, max_turns=7)
@@ -97,9 +99,15 @@ register("game:FifteenPuzzle-v0-random", FifteenPuzzle, num_rows=None, max_turns
 register("game:FifteenPuzzle-v0-easy", FifteenPuzzle, num_rows=2, max_turns=10)
 register("game:FifteenPuzzle-v0-hard", FifteenPuzzle, num_rows=4, max_turns=50)
 
+register("game:Game2048-v0-easy", Game2048, target_tile=64, max_turns=50)
+register("game:Game2048-v0-hard", Game2048, target_tile=512, max_turns=50)
+register("game:Game2048-v0-extreme-hard", Game2048, target_tile=2048, max_turns=100)
+register("game:Game2048-v0-random", Game2048, target_tile=None, max_turns=None)
+
 __all__ = [
     "GAMES",
     "FifteenPuzzle",
+    "Game2048",
     "GuessTheNumber",
     "Hangman",
     "Mastermind",

@@ -6,6 +6,7 @@ import secrets
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from gemjax.core import Environment, GemMirror
@@ -79,6 +80,19 @@ class TextEnv:
     @state.setter
     def state(self, state: Any) -> None:
         self._state_buffer = ops.pack_state(self.kernel, state)
+
+    @property
+    def key(self) -> jax.Array:
+        """The raw ``uint32[2]`` PRNG key that the next reset, step or sample splits
+        (set it to replay a draw, as the GEM parity harness does)."""
+        return self._key
+
+    @key.setter
+    def key(self, key: Any) -> None:
+        key = jnp.asarray(key)
+        if key.shape != (2,) or key.dtype != jnp.uint32:
+            raise ValueError(f"a raw uint32[2] key, got {key.dtype}{list(key.shape)}")
+        self._key = key
 
     @property
     def unwrapped(self) -> TextEnv:

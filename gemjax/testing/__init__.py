@@ -34,6 +34,7 @@ from gemjax.testing.parity import (
     parity_episodes,
     play_episode,
     preserved_global_rng,
+    replay_draw,
 )
 
 __all__ = [
@@ -63,5 +64,6 @@ __all__ = [
     "parity_episodes",
     "play_episode",
     "preserved_global_rng",
+    "replay_draw",
     "swept_params",
 ]

@@ -2,7 +2,9 @@
 
 A parity test resets GEM's env, mirrors it into gemjax (``gemjax.gem.from_gem``),
 steps both with the same stream of adversarial responses (:class:`ActionStream`)
-and compares every step's 5-tuple (:func:`check_step`); :func:`message_classifier`
+and compares every step's 5-tuple (:func:`check_step`); where the game's step draws
+randomness (``step_uses_key``: 2048's spawn), GEM's draw is replayed first
+(:func:`replay_draw`), so the comparison stays byte-exact; :func:`message_classifier`
 names each GEM observation by the message of the game's table it is, so a test can
 say which messages its streams reached. Nothing here imports gem-llm: the caller
 passes GEM's env. :func:`check_gem_parity` runs the base stream on any game.
@@ -19,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from gemjax.gem import from_gem
@@ -71,6 +74,50 @@ def check_step(ours: tuple, theirs: tuple) -> list[str]:
     return problems
 
 
+DRAW_CANDIDATES = 4096
+"""Keys tried per step by :func:`replay_draw` (GEM's rarest 2048 spawn, a 4 on one of
+15 empty cells, has probability 1/150: all 4096 keys miss it with probability 1e-12)."""
+
+
+@functools.cache
+def _draw_search(kernel: Any) -> Callable[..., tuple[jax.Array, jax.Array]]:
+    """Jitted ``search(keys, state, action, params, target) -> (found, index)``: the
+    first of the text env keys ``keys`` (uint32[K, 2]) under which ``kernel``'s step,
+    as :class:`~gemjax.gem.TextEnv` calls it, reaches the state ``target``."""
+
+    def reaches(key: jax.Array, state: Any, action: Any, params: Any, target: Any) -> jax.Array:
+        _, step_key = jax.random.split(key)
+        stepped, _ = kernel.step(step_key, state, action, params)
+        same = jax.tree.map(lambda a, b: jnp.all(a == b), stepped, target)
+        return jnp.all(jnp.stack(jax.tree.leaves(same)))
+
+    def search(keys: jax.Array, state: Any, action: Any, params: Any, target: Any) -> tuple:
+        hits = jax.vmap(reaches, in_axes=(0, None, None, None, None))(
+            keys, state, action, params, target
+        )
+        return jnp.any(hits), jnp.argmax(hits)
+
+    return jax.jit(search)
+
+
+def replay_draw(ours: Any, gem_env: Any, action: str) -> bool:
+    """Set the key of ``ours`` (a text env in the state GEM's env was in before its
+    last step) so that stepping ``action`` draws what GEM's step drew: the first of
+    :data:`DRAW_CANDIDATES` keys under which our step reaches GEM's new state
+    (``state_from_gem``). For games whose step draws randomness (2048's spawn), which
+    GEM takes from its global RNG; the step's outcome and text are then compared as
+    for any game, and the draws' distribution is tested apart. Returns whether a key
+    was found (if not, the key is left and the comparison reports the difference)."""
+    kernel = ours.kernel
+    keys = jax.random.split(ours.key, DRAW_CANDIDATES)
+    parsed = jnp.asarray(kernel.grammar.parse(action).action, jnp.int32)
+    target = kernel.state_from_gem(gem_env)
+    found, index = _draw_search(kernel)(keys, ours.state, parsed, ours.params, target)
+    if bool(found):
+        ours.key = keys[int(index)]
+    return bool(found)
+
+
 def play_episode(
     gem_env: Any,
     ours: Any,
@@ -93,7 +140,10 @@ def play_episode(
     for step in range(steps):
         action = stream()
         history.append(action)
-        theirs, mine = gem_env.step(action), ours.step(action)
+        theirs = gem_env.step(action)
+        if ours.kernel.step_uses_key:
+            replay_draw(ours, gem_env, action)
+        mine = ours.step(action)
         problems = check_step(mine, theirs)
         if problems:
             raise AssertionError(

@@ -809,10 +809,14 @@ def _arg_domains(table: MessageTable) -> np.ndarray:
 
 def _board_rows(rng: np.random.Generator, height: int, width: int, size: int) -> np.ndarray:
     """int64[height * width] cell codes, row-major: each row its own background code
-    (0 half the time) filling a random share of it, the rest uniform, so runs of every
-    length and position appear within a few samples."""
+    (0 half the time; half the boards one background for every row) filling a random
+    share of it, the rest uniform below a random top code (boards of small tiles or
+    numbers), so runs of every length and position, within and across rows, appear
+    within a few samples."""
     background = np.where(rng.random(height) < 0.5, 0, rng.integers(0, size, height))
+    if rng.random() < 0.5:
+        background[:] = background[0]
     share = np.where(rng.random(height) < 0.25, 1.0, rng.uniform(0.3, 1.0, height))
-    uniform = rng.integers(0, size, (height, width))
+    uniform = rng.integers(0, rng.integers(1, size + 1), (height, width))
     rows = np.where(rng.random((height, width)) < share[:, None], background[:, None], uniform)
     return rows.reshape(-1)

@@ -34,7 +34,7 @@ PIECES = (
     "a", "Z", "crane", "CRANE", "\u0131", "\u017f", "\u0130", "\u212a", "\u00e9", "\u00df",
     "\ufb05", "\ufffd", "\U0001f600", "\u6f22", "x", ".", ",", "-1", "+3", "\\boxed{}",
     "\\boxed{\\boxed{1}}", "I guess ", "Answer: ", "up", "Up", "down", "LEFT", "left", "right",
-    "r\u0130ght", "r\u0131ght", "upp",
+    "r\u0130ght", "r\u0131ght", "upp", "Down", "\\boxed{up}", "\\boxed{rIGHT}",
 )  # fmt: skip
 
 

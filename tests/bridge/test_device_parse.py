@@ -69,6 +69,7 @@ def adversarial_texts() -> list[str]:
         "\\boxed{up}", "\\boxed{Up}", "\\boxed{RIGHT}", "\\boxed{r\u0130ght}",
         "\\boxed{r\u0131ght}", "\\boxed{left} \\boxed{Down}", "\\boxed{down} \\boxed{upp}",
         "\\boxed{ up}", "\\boxed{\\boxed{left}}",
+        "\\boxed{UP}", "\\boxed{leftt}", "\\boxed{r\u0130GHT} \\boxed{}", "\\boxed{LEFT\u0130}",
     ]  # fmt: skip
 
 
@@ -202,7 +203,7 @@ def test_int_digit_limit_is_a_format_error() -> None:
         sys.set_int_max_str_digits(saved)
 
 
-_CHAR_GRAMMARS = ("Minesweeper", "Wordle")
+_CHAR_GRAMMARS = ("Minesweeper", "Wordle", "Game2048")
 
 
 @pytest.fixture(scope="module")
