@@ -14,13 +14,11 @@ import random
 
 import gem
 import pytest
+from tiers import seeded
 
 import gemjax.gem as gg
 from gemjax import testing
 from gemjax.envs.game_2048 import DIRECTIONS
-from gemjax.testing import parity_episodes
-
-SLOW = pytest.mark.slow  # left out of the quick tier (-m "not slow"), run in CI
 
 EASY, HARD, EXTREME, RANDOM = (
     f"game:Game2048-v0-{v}" for v in ("easy", "hard", "extreme-hard", "random")
@@ -63,32 +61,20 @@ class ActionStream(testing.ActionStream):
         )
 
 
-@pytest.mark.parametrize(
-    "env_id", [EASY, pytest.param(HARD, marks=SLOW), pytest.param(EXTREME, marks=SLOW), RANDOM]
-)
-def test_parity_on_adversarial_streams(env_id: str) -> None:
+@pytest.mark.parametrize(("env_id", "stream_seed"), seeded((EASY, HARD, EXTREME, RANDOM)))
+def test_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
     """Mostly moves that change the board, so episodes run to the turn limit or the
     target (the random variant's 16 and 32 are reached)."""
     gem_env = gem.make(env_id)
-    rng = random.Random(7)
-    ours: list[gg.TextEnv | None] = [None]
-
-    def start(seed: int) -> gg.TextEnv:
-        ours[0] = testing.mirror(gem_env, ours[0], seed)
-        return ours[0]
-
-    with testing.preserved_global_rng():
-        seen = parity_episodes(
-            gem_env,
-            env_id,
-            stream_seed=3,
-            episodes=EPISODES[env_id],
-            start=start,
-            new_stream=lambda mine: ActionStream(rng, gem_env, mine),
-            extra=lambda: rng.choice([0, 0, 2]),
-            turns_past_limit=3,
-            describe=lambda: repr(gem_env.board),
-        )
+    seen = testing.check_gem_parity(
+        gem_env,
+        env_id,
+        EPISODES[env_id],
+        stream_seed,
+        stream=ActionStream,
+        extra_turns=(2, 2),
+        describe=lambda gem_env: repr(gem_env.board),
+    )
     names = {name.split("[")[0] for name in seen}
     assert "other" not in names, seen
     assert {"moved", "unchanged", "format_error", "unknown_move", "max_turns"} <= names, seen
