@@ -432,6 +432,7 @@ def test_prompt_steps_with_long_echoes_match_unbatched_steps():
     assert max(int(n) for n in stepped.newest_length) > bridge.step_text
 
 
+@pytest.mark.slow
 def test_prompt_overflow_keeps_the_first_tokens():
     full = bridge_for("game:GuessTheNumber-v0-easy", "qwen3")
     small = copy.copy(full)

@@ -108,7 +108,7 @@ def check(name: str, vocab: Vocabulary, cases: list[list[int]]) -> None:
     assert not problems, f"{len(problems)} disagreements, first: " + "\n".join(problems[:5])
 
 
-@pytest.mark.parametrize("name", sorted(GRAMMARS))
+@pytest.mark.parametrize("name", quick_first(sorted(GRAMMARS)))
 def test_agrees_with_host(name: str, vocab: Vocabulary) -> None:
     grammar = GRAMMARS[name]
     rng = random.Random(hash(name) % 1000)

@@ -130,6 +130,7 @@ def test_programs_render_canonical_ids_qwen3(env_id: str) -> None:
         assert obs_rate == 1.0, obs_rate
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", [i for i in ALL_IDS if i.endswith("-easy")])
 def test_programs_render_canonical_ids_bytes(env_id: str) -> None:
     obs_rate, suffix_rate = check_programs(env_id, "bytes")
@@ -175,6 +176,7 @@ def event(bridge: TokenBridge, name: str, **values: int) -> tuple[jax.Array, jax
     return built.kind, built.args
 
 
+@pytest.mark.slow
 def test_lanes_the_programs_cannot_vouch_for_render_from_codepoints() -> None:
     """A negative number (a minus sign would join the text before it) is not
     tabulated: the bridge renders that lane from code points, alone or in a batch
@@ -210,6 +212,7 @@ def _timestep(kind: jax.Array, args: jax.Array) -> Any:
     return SimpleNamespace(event=gemjax.core.Event(kind=kind, args=args))
 
 
+@pytest.mark.slow
 def test_echoes_equal_to_the_slots_own_text_keep_the_token_path() -> None:
     """A guess the player typed as the game prints it (``42``) keeps the lane on its
     token program; one it prints differently (41 digits, clamped) does not, and the

@@ -23,6 +23,7 @@ def execute(name: str) -> dict[str, Any]:
     return namespace
 
 
+@pytest.mark.slow
 def test_notebook_executes_and_shows_an_episode(monkeypatch, capsys):
     monkeypatch.setenv("GEMJAX_NOTEBOOK_UPDATES", "4")
     namespace = execute("train_guess_the_number.ipynb")
