@@ -331,6 +331,23 @@ def _with_input_checks(method: Callable[..., Any], check_state: bool) -> Callabl
     return checked
 
 
+def gem_ending(
+    format_error: jax.Array,
+    game_over: jax.Array,
+    out_of_turns: jax.Array,
+    turn: jax.Array,
+    max_turns: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """GEM's common ending rule (spec section 3), ``(terminated, truncated)``, bool[]
+    each: a format error ends the episode, truncated only on exactly the last turn
+    (``turn == max_turns``); a game that ends itself (``game_over``: won or lost)
+    terminates untruncated, even on the last turn; running out of turns otherwise
+    terminates and truncates."""
+    terminated = format_error | game_over | out_of_turns
+    truncated = jnp.where(format_error, turn == max_turns, out_of_turns & ~game_over)
+    return terminated, truncated
+
+
 def counted_action(action: Any, size: int) -> tuple[jax.Array, jax.Array]:
     """``(count int32[], items int32[size])`` of a counted kernel action
     ``int32[size + 1]`` ``[count, i_0, ..., i_{size-1}]`` (Mastermind's entries, a word

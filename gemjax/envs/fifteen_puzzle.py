@@ -47,7 +47,16 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Environment, Event, GemMirror, Rewards, TimeStep, Variant, check_int_action
+from gemjax.core import (
+    Environment,
+    Event,
+    GemMirror,
+    Rewards,
+    TimeStep,
+    Variant,
+    check_int_action,
+    gem_ending,
+)
 from gemjax.rng import below, bits, random_words
 from gemjax.spaces import Discrete
 from gemjax.text.grammar import BoxedWord
@@ -371,8 +380,9 @@ class FifteenPuzzle(
             (~valid, "outside"),
             default="valid",
         )
-        terminated = format_error | solved | out_of_turns
-        truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~solved)
+        terminated, truncated = gem_ending(
+            format_error, solved, out_of_turns, turn, state.max_turns
+        )
 
         new_state = state.replace(turn=turn, board=board)
         ts = TimeStep(

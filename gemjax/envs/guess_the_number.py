@@ -35,7 +35,16 @@ import jax.numpy as jnp
 from flax import struct
 
 from gemjax import bitset
-from gemjax.core import Environment, Event, GemMirror, Rewards, TimeStep, Variant, check_int_action
+from gemjax.core import (
+    Environment,
+    Event,
+    GemMirror,
+    Rewards,
+    TimeStep,
+    Variant,
+    check_int_action,
+    gem_ending,
+)
 from gemjax.rng import below, bits, random_words
 from gemjax.spaces import Discrete
 from gemjax.text.grammar import BoxedInt
@@ -261,8 +270,9 @@ class GuessTheNumber(
             (duplicate, "duplicate"),
             default="hint",
         )
-        terminated = format_error | correct | out_of_turns
-        truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~correct)
+        terminated, truncated = gem_ending(
+            format_error, correct, out_of_turns, turn, state.max_turns
+        )
 
         new_state = state.replace(
             turn=turn, guessed_bits=bitset.insert(state.guessed_bits, guess, valid)

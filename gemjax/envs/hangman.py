@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Event, TimeStep
+from gemjax.core import Event, TimeStep, gem_ending
 from gemjax.envs.words import LETTER_SYMBOLS, LETTERS, WordGame, WordGameParams
 from gemjax.rng import random_words
 from gemjax.text.grammar import IGNORECASE_EXTRA_LETTERS, BoxedLetters
@@ -264,8 +264,9 @@ class Hangman(WordGame[HangmanState]):
             (hit, "hit"),
             default="miss",
         )
-        terminated = format_error | success | out_of_turns
-        truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~success)
+        terminated, truncated = gem_ending(
+            format_error, success, out_of_turns, turn, state.max_turns
+        )
 
         new_state = state.replace(
             turn=turn,

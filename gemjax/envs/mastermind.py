@@ -52,7 +52,16 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Environment, Event, GemMirror, Rewards, TimeStep, Variant, counted_action
+from gemjax.core import (
+    Environment,
+    Event,
+    GemMirror,
+    Rewards,
+    TimeStep,
+    Variant,
+    counted_action,
+    gem_ending,
+)
 from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.text.grammar import BoxedIntList
@@ -353,8 +362,9 @@ class Mastermind(Environment[MastermindState, MastermindParams], GemMirror[Maste
             (duplicate, "duplicate"),
             default="pegs",
         )
-        terminated = format_error | success | out_of_turns
-        truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~success)
+        terminated, truncated = gem_ending(
+            format_error, success, out_of_turns, turn, state.max_turns
+        )
 
         row = valid & (jnp.arange(self.history) == state.num_guesses)
         new_state = state.replace(

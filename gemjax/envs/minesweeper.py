@@ -56,7 +56,16 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Environment, Event, GemMirror, Rewards, TimeStep, Variant, check_int_action
+from gemjax.core import (
+    Environment,
+    Event,
+    GemMirror,
+    Rewards,
+    TimeStep,
+    Variant,
+    check_int_action,
+    gem_ending,
+)
 from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.text.grammar import BoxedCommand
@@ -497,8 +506,9 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams], GemMirror[Mi
             (toggle, "flag"),
             default="unknown_command",
         )
-        terminated = format_error | hit | success | out_of_turns
-        truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~hit & ~success)
+        terminated, truncated = gem_ending(
+            format_error, hit | success, out_of_turns, turn, state.max_turns
+        )
 
         new_state = state.replace(
             turn=turn,

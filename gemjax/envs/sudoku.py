@@ -66,7 +66,16 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Environment, Event, GemMirror, Rewards, TimeStep, Variant, check_int_action
+from gemjax.core import (
+    Environment,
+    Event,
+    GemMirror,
+    Rewards,
+    TimeStep,
+    Variant,
+    check_int_action,
+    gem_ending,
+)
 from gemjax.rng import below, bits, random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.text.grammar import BoxedInts
@@ -620,8 +629,9 @@ class Sudoku(Environment[SudokuState, SudokuParams], GemMirror[SudokuState]):
             (correct, "correct"),
             default="violation",
         )
-        terminated = format_error | success | out_of_turns
-        truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~success)
+        terminated, truncated = gem_ending(
+            format_error, success, out_of_turns, turn, state.max_turns
+        )
 
         new_state = state.replace(turn=turn, board=board)
         ts = TimeStep(

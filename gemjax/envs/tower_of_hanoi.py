@@ -40,7 +40,16 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from gemjax.core import Environment, Event, GemMirror, Rewards, TimeStep, Variant, check_int_action
+from gemjax.core import (
+    Environment,
+    Event,
+    GemMirror,
+    Rewards,
+    TimeStep,
+    Variant,
+    check_int_action,
+    gem_ending,
+)
 from gemjax.rng import below, random_words
 from gemjax.spaces import MultiDiscrete
 from gemjax.text.grammar import BoxedChoices
@@ -265,12 +274,15 @@ class TowerofHanoi(
             (larger, "larger"),
             default="moved",
         )
+        terminated, truncated = gem_ending(
+            format_error, solved, out_of_turns, turn, state.max_turns
+        )
         new_state = state.replace(turn=turn, towers=towers)
         ts = TimeStep(
             observation=self._observation(new_state),
             reward=reward,
-            terminated=format_error | solved | out_of_turns,
-            truncated=jnp.where(format_error, turn == state.max_turns, out_of_turns & ~solved),
+            terminated=terminated,
+            truncated=truncated,
             event=MESSAGES.event(
                 kind,
                 turn=turn,

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Event, TimeStep
+from gemjax.core import Event, TimeStep, gem_ending
 from gemjax.envs.words import LETTER_SYMBOLS, LETTERS, WordGame, WordGameParams
 from gemjax.rng import random_words
 from gemjax.text.grammar import WHITESPACE_BUT_SPACE, BoxedLetters
@@ -273,8 +273,9 @@ class Wordle(WordGame[WordleState]):
             (duplicate, "duplicate"),
             default="feedback",
         )
-        terminated = format_error | success | out_of_turns
-        truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~success)
+        terminated, truncated = gem_ending(
+            format_error, success, out_of_turns, turn, state.max_turns
+        )
 
         row = valid & (jnp.arange(self.history) == state.num_guesses)
         new_state = state.replace(
