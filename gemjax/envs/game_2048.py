@@ -27,9 +27,9 @@ Kernel action: an int32 scalar (:class:`~gemjax.text.grammar.BoxedWord`): ``0``
 format error, ``1..4`` up, down, left, right, ``5`` a word that is no direction.
 
 Tiles are kept as exponents (``k`` for the tile ``2**k``, 0 for an empty cell).
-A move turns the board so that it slides towards column 0 (a transpose for up and
-down, a flip for right and down), slides every row with a fixed routine over its
-``n`` cells, and turns it back.
+A move reads the board as ``n`` lines towards the move (one gather by a static
+permutation per direction), slides every line towards its first cell with a fixed
+routine over its ``n`` cells, and puts the lines back (the inverse permutation).
 
 Observation, a dict of:
     ``board``: int8[n, n] tile exponents (0 empty);
@@ -38,6 +38,7 @@ Observation, a dict of:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -172,29 +173,29 @@ def slide_rows(board: jax.Array) -> jax.Array:
     return jnp.where(put, pending[..., None], out)
 
 
-def turned(board: jax.Array, direction: int) -> jax.Array:
-    """The board turned so that ``direction`` slides towards column 0; each turn is
-    its own inverse: up a transpose, down the anti-transpose (a transpose and both
-    axes flipped), right a flip of the columns."""
-    if direction in (UP, DOWN):
-        board = jnp.swapaxes(board, -1, -2)
-    if direction == DOWN:
-        board = jnp.flip(board, (-2, -1))
-    if direction == RIGHT:
-        board = jnp.flip(board, -1)
-    return board
+@functools.cache
+def line_orders(side: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per direction (up, down, left, right), int32[4, side * side] each: ``order[d]``
+    the row-major cell indices of the board read as ``side`` lines, each from the
+    cell the tiles slide towards (``board.reshape(-1)[order[d]]`` turns the board so
+    that ``d`` slides towards column 0), and ``inverse[d]`` the permutation that
+    puts the turned board back."""
+    cells = np.arange(side * side).reshape(side, side)
+    turns = (cells.T, cells.T[:, ::-1], cells, cells[:, ::-1])  # up, down, left, right
+    order = np.stack([turn.reshape(-1) for turn in turns]).astype(np.int32)
+    inverse = np.argsort(order, axis=1).astype(np.int32)
+    return order, inverse
 
 
 def moved(board: jax.Array, direction: jax.Array) -> jax.Array:
     """int32[n, n]: ``board`` (exponents) after the move ``direction`` (``1..4``).
 
-    The four turned boards are stacked and chosen by one-hot selects (cheap at 16
-    cells, and branch-free under ``vmap``); one :func:`slide_rows` slides the chosen
-    one."""
-    pick = [direction == d for d in (UP, DOWN, LEFT, RIGHT)]
-    chosen = jnp.select(pick, [turned(board, d) for d in (UP, DOWN, LEFT, RIGHT)], board)
-    slid = slide_rows(chosen)
-    return jnp.select(pick, [turned(slid, d) for d in (UP, DOWN, LEFT, RIGHT)], board)
+    One gather reads the board as lines towards the move (:func:`line_orders`), one
+    :func:`slide_rows` slides them, one gather puts them back."""
+    n = board.shape[-1]
+    order, inverse = (jnp.asarray(table)[direction - UP] for table in line_orders(n))
+    slid = slide_rows(board.reshape(-1)[order].reshape(n, n))
+    return slid.reshape(-1)[inverse].reshape(n, n)
 
 
 def movable(board: jax.Array) -> jax.Array:
@@ -213,6 +214,17 @@ def movable(board: jax.Array) -> jax.Array:
     left, right = along(board, filled)
     up, down = along(jnp.swapaxes(board, -1, -2), jnp.swapaxes(filled, -1, -2))
     return jnp.stack([up, down, left, right])
+
+
+def can_move(board: jax.Array) -> jax.Array:
+    """bool[]: some move changes ``board`` (exponents, at least one tile), i.e.
+    ``any(movable(board))``: an empty cell (some line then holds a tile next to an
+    empty cell) or two equal neighbours in a row or a column."""
+    return (
+        jnp.any(board == 0)
+        | jnp.any(board[:, :-1] == board[:, 1:])
+        | jnp.any(board[:-1, :] == board[1:, :])
+    )
 
 
 def exact_log2(value: jax.Array) -> jax.Array:
@@ -255,6 +267,9 @@ class Game2048(Environment[Game2048State, Game2048Params], GemMirror[Game2048Sta
     """
 
     gem_class_name = "Game2048Env"
+    # A reset (two spawns) costs more than copying the small state of the few lanes
+    # that ended: resetting only those pays (docs/performance.md, Game2048).
+    sparse_resets = True
 
     def __init__(
         self,
@@ -347,7 +362,7 @@ class Game2048(Environment[Game2048State, Game2048Params], GemMirror[Game2048Sta
         spawned = spawn(slid, random_words(key, 2))
         new_board = jnp.where(valid, spawned, board)
         won = valid & (best >= state.target_tile)
-        stuck = valid & ~won & ~jnp.any(movable(new_board))
+        stuck = valid & ~won & ~can_move(new_board)
         out_of_turns = turn >= state.max_turns
 
         reward = jnp.select(

@@ -20,7 +20,7 @@ from scipy import stats
 
 import gemjax
 from gemjax import testing
-from gemjax.envs.game_2048 import DIRECTIONS, RANDOM_CONFIGS, movable, moved
+from gemjax.envs.game_2048 import DIRECTIONS, RANDOM_CONFIGS, can_move, movable, moved
 from gemjax.gem import from_gem
 from gemjax.text.grammar import BoxedWord
 
@@ -104,13 +104,19 @@ def test_moves_and_move_checks_match_gems_on_random_boards():
     rng = random.Random(0)
     env = Game2048Env()
     move, check = jax.jit(jax.vmap(moved)), jax.jit(jax.vmap(movable))
+    any_move = jax.jit(jax.vmap(can_move))
     boards = [
         [[rng.choice([0, 0, 0, 2, 2, 4, 4, 8, 16, 2048]) for _ in range(4)] for _ in range(4)]
         for _ in range(1500)
     ]
+    stuck = [[2, 4, 2, 4], [4, 2, 4, 2], [2, 4, 2, 4], [4, 2, 4, 2]]
+    boards += [stuck, [*stuck[:3], [4, 2, 4, 4]], [*stuck[:3], [2, 2, 4, 2]]]  # full boards
     boards += [[[2, 2, 2, 2], [2, 2, 4, 8], [4, 0, 4, 4], [0, 0, 0, 2]]]
     ex = jnp.asarray(np.stack([exponents(b) for b in boards]))
     mask = np.asarray(check(ex))
+    tiled = np.asarray(ex).reshape(len(boards), -1).any(axis=1)  # can_move needs a tile
+    np.testing.assert_array_equal(np.asarray(any_move(ex))[tiled], mask.any(axis=1)[tiled])
+    assert not mask[-4].any() and mask[-3].any() and mask[-2].any()
     for d, name in enumerate(DIRECTIONS):
         got = np.asarray(move(ex, jnp.full(len(boards), d + 1, jnp.int32)))
         for i, board in enumerate(boards):
