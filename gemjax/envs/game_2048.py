@@ -47,7 +47,16 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from gemjax.core import Environment, Event, GemMirror, Rewards, TimeStep, Variant, check_int_action
+from gemjax.core import (
+    Environment,
+    Event,
+    GemMirror,
+    Rewards,
+    TimeStep,
+    Variant,
+    check_int_action,
+    gem_ending,
+)
 from gemjax.rng import below, random_words
 from gemjax.spaces import Discrete
 from gemjax.text.grammar import BoxedWord
@@ -380,8 +389,7 @@ class Game2048(Environment[Game2048State, Game2048Params], GemMirror[Game2048Sta
             default="moved",
         )
         ended = won | stuck
-        terminated = format_error | ended | out_of_turns
-        truncated = jnp.where(format_error, turn == state.max_turns, out_of_turns & ~ended)
+        terminated, truncated = gem_ending(format_error, ended, out_of_turns, turn, state.max_turns)
 
         new_state = state.replace(turn=turn, board=new_board.astype(jnp.int8), best=best)
         ts = TimeStep(
