@@ -20,6 +20,7 @@ from gem.envs.game_env.fifteen_puzzle import FifteenPuzzleEnv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
+from tiers import seeded
 
 import gemjax
 from gemjax import testing
@@ -307,6 +308,70 @@ def test_every_branch_matches_gem(n, max_turns):
             seen["soft reward > 0"] += name == "max_turns" and want[1] > 0
     assert set(seen) == {*MESSAGES.names[1:], "soft reward > 0"}, seen
     assert seen["soft reward > 0"] > 0
+
+
+class FifteenStream(testing.ActionStream):
+    """Adversarial responses for one FifteenPuzzle episode: mostly moves whose tile is
+    on the board (read from our mirror's public board, equal to GEM's), also off-board
+    moves, case and spacing GEM's case-sensitive regex refuses, two boxes; plus the
+    base kinds."""
+
+    def __init__(self, rng: random.Random, gem_env, ours) -> None:
+        super().__init__(rng, gem_env, ours)
+        self.kinds = [
+            (self.legal, 50),
+            (self.any_direction, 10),
+            (self.refused_spelling, 6),
+            (self.two_moves, 4),
+            *self.kinds,
+        ]
+
+    def legal(self) -> str:
+        mask = np.asarray(self.ours.kernel.valid_action_mask(self.ours.state))
+        direction = self.rng.choice([DIRECTIONS[i - 1] for i in np.flatnonzero(mask)])
+        return self.boxed(direction, prose=0.2)
+
+    def any_direction(self) -> str:
+        return self.boxed(self.rng.choice(DIRECTIONS))
+
+    def refused_spelling(self) -> str:
+        word = self.rng.choice(DIRECTIONS)
+        return self.rng.choice(
+            [
+                self.boxed(word.upper()),
+                self.boxed(word.capitalize()),
+                self.boxed(f" {word}"),
+                self.boxed(f"{word} "),
+                word,
+            ]
+        )
+
+    def two_moves(self) -> str:
+        return f"{self.any_direction()} then {self.legal()}"
+
+
+PARITY_EPISODES = {EASY: 200, HARD: 60}
+
+
+@pytest.mark.parametrize(("env_id", "stream_seed"), seeded((EASY, HARD)))
+def test_step_parity_on_adversarial_streams(env_id: str, stream_seed: int) -> None:
+    """Hundreds of episodes side by side with gem-llm from ``from_gem`` (its -random
+    id cannot be made): every 5-tuple equal, every message reached on the 2x2 board."""
+    import gem
+
+    seen = testing.check_gem_parity(
+        gem.make(env_id),
+        env_id,
+        PARITY_EPISODES[env_id],
+        stream_seed,
+        stream=FifteenStream,
+        extra_turns=(3, 4),
+        turns_past_limit=5,
+        describe=lambda gem_env: f"board {gem_env.board} turn {gem_env.turn_count}",
+    )
+    names = {name.split("[")[0] for name in seen}
+    expected = set(MESSAGES.names) - {"instructions"}
+    assert names == expected if env_id == EASY else names == expected - {"success"}, seen
 
 
 def test_soft_reward_is_float32_of_gems_sum():
