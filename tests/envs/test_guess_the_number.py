@@ -114,7 +114,7 @@ def gem() -> GuessTheNumberEnv:
     return GuessTheNumberEnv(min_number=1, max_number=60, max_turns=7)
 
 
-@pytest.fixture(scope="module", params=GTN_IDS)
+@pytest.fixture(scope="module", params=quick_first(GTN_IDS))
 def kit(request, kits):
     return kits(request.param)
 
