@@ -48,7 +48,12 @@ class Wrapper(Environment):
     def __getattr__(self, name: str) -> Any:
         if name == "env":
             raise AttributeError(name)
-        return getattr(self.env, name)
+        attribute = getattr(self.env, name)
+        if name == "valid_action_mask":
+            # The ActionMasking capability, where the wrapped env has it: the mask of
+            # the wrapped env's part of this wrapper's state.
+            return lambda state: attribute(self.inner_state(state))
+        return attribute
 
     @property
     def unwrapped(self) -> Environment:

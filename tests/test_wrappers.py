@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import gemjax
+from gemjax.core import ActionMasking
 from gemjax.envs.guess_the_number import MESSAGES
 from gemjax.wrappers import AutoReset, AutoResetState, EpisodeStatistics
 
@@ -355,6 +356,20 @@ def test_wrapper_delegation_and_equality():
     assert wrapped != AutoReset(
         EpisodeStatistics(gemjax.make("game:GuessTheNumber-v0-hard")), "next_step"
     )
+
+
+def test_action_masking_reads_the_wrapped_state():
+    """A wrapped env keeps the ActionMasking capability of its game, applied to the
+    game's part of the wrapper's state (and a game without it has none wrapped)."""
+    env = gemjax.make(EASY)
+    wrapped = AutoReset(EpisodeStatistics(env), "next_step")
+    assert isinstance(wrapped, ActionMasking)
+    state, _ = wrapped.reset(jax.random.key(3), env.default_params)
+    state, _ = wrapped.step(jax.random.key(4), state, jnp.int32(3), env.default_params)
+    expected = env.valid_action_mask(game_state(state))
+    assert not expected.all()  # the guessed 3 is masked: a mask of the real state
+    np.testing.assert_array_equal(jax.jit(wrapped.valid_action_mask)(state), expected)
+    assert not isinstance(AutoReset(gemjax.make("game:Mastermind-v0-easy")), ActionMasking)
 
 
 def test_next_step_reset_step_reports_the_fresh_episode_as_final():
