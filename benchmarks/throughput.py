@@ -15,7 +15,8 @@
    (``-hard``, 9x9) against Jumanji's ``Sudoku-v0`` the same way, both with uniform
    ``(row, col, number)`` moves inside the board, and every Game2048 id against
    Jumanji's ``Game2048-v1`` at batch 4096, both with uniform directions
-   (:func:`against_jumanji_uniform`).
+   (:func:`against_jumanji_uniform`: Jumanji's and our rollouts take turns over nine
+   rounds, and each reports its median round).
 4. Text: ``gemjax.gem.make_vec`` with 64 and 1024 envs against GEM's ``SyncVectorEnv``
    with as many, stepping the same pre-generated action strings.
 
@@ -91,9 +92,14 @@ def gem_loop_steps_per_second(env_id: str, seconds: float) -> float:
 
 
 def jumanji_rate(env: Any, batch_size: int, num_steps: int, draw: Any) -> Timing:
-    """The :class:`Timing` of a Jumanji env under our protocol: ``lax.scan`` of
-    ``vmap(AutoResetWrapper(env).step)`` in one jit, the batch's uniform random actions
-    drawn in one call per step (``draw(key) -> actions``)."""
+    """The :class:`Timing` of :func:`jumanji_rollout`."""
+    return time_compiled(jumanji_rollout(env, batch_size, num_steps, draw), batch_size * num_steps)
+
+
+def jumanji_rollout(env: Any, batch_size: int, num_steps: int, draw: Any) -> Any:
+    """A Jumanji env under our protocol, jitted ``rollout(key) -> episodes``:
+    ``lax.scan`` of ``vmap(AutoResetWrapper(env).step)``, the batch's uniform random
+    actions drawn in one call per step (``draw(key) -> actions``)."""
     from jumanji.wrappers import AutoResetWrapper
 
     env = AutoResetWrapper(env)
@@ -112,13 +118,14 @@ def jumanji_rate(env: Any, batch_size: int, num_steps: int, draw: Any) -> Timing
         )
         return episodes
 
-    return time_compiled(jax.jit(rollout), batch_size * num_steps)
+    return jax.jit(rollout)
 
 
-def gemjax_rate(env_id: str, batch_size: int, num_steps: int, draw: Any) -> Timing:
-    """The :class:`Timing` of ``env_id`` under :func:`jumanji_rate`'s protocol:
-    the batch's actions from ``draw(key) -> actions`` (moves inside the game, as the
-    Jumanji env takes them), :class:`~gemjax.wrappers.AutoReset`, per-lane keys."""
+def gemjax_rollout(env_id: str, batch_size: int, num_steps: int, draw: Any) -> Any:
+    """``env_id`` under :func:`jumanji_rollout`'s protocol, jitted ``rollout(key) ->
+    episodes``: the batch's actions from ``draw(key) -> actions`` (moves inside the
+    game, as the Jumanji env takes them), :class:`~gemjax.wrappers.AutoReset`,
+    per-lane keys."""
     from gemjax.wrappers import AutoReset
 
     env = AutoReset(gemjax.make(env_id))
@@ -141,7 +148,7 @@ def gemjax_rate(env_id: str, batch_size: int, num_steps: int, draw: Any) -> Timi
         )
         return episodes
 
-    return time_compiled(jax.jit(rollout), batch_size * num_steps)
+    return jax.jit(rollout)
 
 
 def uniform_draw(batch_size: int, highs: int | tuple[int, ...], low: int = 0) -> Any:
@@ -181,17 +188,47 @@ class Timing(NamedTuple):
 
 def time_compiled(function: Any, steps: int) -> Timing:
     """The :class:`Timing` of a jitted ``function(key)`` running ``steps`` steps."""
+    compiled, compile_seconds = compile_rollout(function)
+    best = (float("inf"), float("inf"))
+    for repeat in range(3):
+        best = min(best, time_run(compiled, repeat + 1))
+    return Timing(steps / best[0], compile_seconds, steps / best[1])
+
+
+def compile_rollout(function: Any) -> tuple[Any, float]:
+    """A jitted ``function(key)`` compiled and run once; with its compile seconds."""
     key = jax.random.key(0)
     start = time.perf_counter()
     compiled = function.lower(key).compile()
     compile_seconds = time.perf_counter() - start
     jax.block_until_ready(compiled(key))
-    best = (float("inf"), float("inf"))
-    for repeat in range(3):
-        start, cpu_start = time.perf_counter(), time.process_time()
-        jax.block_until_ready(compiled(jax.random.key(repeat + 1)))
-        best = min(best, (time.perf_counter() - start, time.process_time() - cpu_start))
-    return Timing(steps / best[0], compile_seconds, steps / best[1])
+    return compiled, compile_seconds
+
+
+def time_run(compiled: Any, seed: int) -> tuple[float, float]:
+    """Wall and process CPU seconds of one ``compiled(key(seed))`` call."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    jax.block_until_ready(compiled(jax.random.key(seed)))
+    return time.perf_counter() - start, time.process_time() - cpu_start
+
+
+def time_alternating(functions: list[Any], steps: int, rounds: int = 9) -> list[Timing]:
+    """The :class:`Timing` of each jitted ``function(key)`` running ``steps`` steps,
+    timed in ``rounds`` rounds that call every function in turn (so a slow phase of
+    a shared machine hits all of them alike); each reports its median round."""
+    compiled = [compile_rollout(function) for function in functions]
+    runs: list[list[tuple[float, float]]] = [[] for _ in functions]
+    for round_ in range(rounds):
+        for (run, _), times in zip(compiled, runs, strict=True):
+            times.append(time_run(run, round_ + 1))
+    return [
+        Timing(
+            steps / float(np.median([wall for wall, _ in times])),
+            compile_seconds,
+            steps / float(np.median([cpu for _, cpu in times])),
+        )
+        for (_, compile_seconds), times in zip(compiled, runs, strict=True)
+    ]
 
 
 def random_actions(num_envs: int, rounds: int, low: int, high: int) -> list[list[str]]:
@@ -349,18 +386,20 @@ def against_jumanji(scale: float) -> list[dict[str, Any]]:
     return rows
 
 
-def jumanji_uniform_moves(name: str, batch_size: int, num_steps: int) -> Timing:
+def jumanji_uniform_moves(name: str, batch_size: int, num_steps: int) -> Any:
     """Jumanji's ``Sudoku-v0`` (uniform ``(row, col, value)`` in ``0..8``; an illegal
-    move ends its episode) or ``Game2048-v1`` (a uniform direction) under
-    :func:`jumanji_rate`."""
+    move ends its episode) or ``Game2048-v1`` (a uniform direction) as a
+    :func:`jumanji_rollout`."""
     import jumanji
 
     highs = {"Sudoku-v0": (9, 9, 9), "Game2048-v1": 4}[name]
-    return jumanji_rate(jumanji.make(name), batch_size, num_steps, uniform_draw(batch_size, highs))
+    return jumanji_rollout(
+        jumanji.make(name), batch_size, num_steps, uniform_draw(batch_size, highs)
+    )
 
 
-def gemjax_uniform_moves(env_id: str, batch_size: int, num_steps: int) -> Timing:
-    """``env_id`` under :func:`gemjax_rate` with the moves of
+def gemjax_uniform_moves(env_id: str, batch_size: int, num_steps: int) -> Any:
+    """``env_id`` as a :func:`gemjax_rollout` with the moves of
     :func:`jumanji_uniform_moves`: Sudoku ``(row, col, number)`` uniform in ``1..9``
     (the kernel action ``[1, row, col, number]``), 2048 a uniform direction (``1..4``)."""
     if "Sudoku" in env_id:
@@ -371,7 +410,7 @@ def gemjax_uniform_moves(env_id: str, batch_size: int, num_steps: int) -> Timing
 
     else:
         draw = uniform_draw(batch_size, 4, low=1)
-    return gemjax_rate(env_id, batch_size, num_steps, draw)
+    return gemjax_rollout(env_id, batch_size, num_steps, draw)
 
 
 JUMANJI_UNIFORM = {
@@ -388,8 +427,8 @@ our ids, the batch sizes."""
 
 def against_jumanji_uniform(section: str, scale: float, gem_seconds: float) -> list[dict[str, Any]]:
     """Section 3b/3c: Sudoku (9x9) against Jumanji's ``Sudoku-v0``, every Game2048 id
-    against Jumanji's ``Game2048-v1``: uniform moves, auto-reset on both, and GEM's
-    loop on each id."""
+    against Jumanji's ``Game2048-v1``: uniform moves, auto-reset on both, timed in
+    alternating rounds (:func:`time_alternating`), and GEM's loop on each id."""
     name, env_ids, batches = JUMANJI_UNIFORM[section]
     print(f"\n== {', '.join(env_ids)} against Jumanji's {name} (uniform moves, auto-reset)")
     header = ("env id", "batch", "gemjax/s", "jumanji/s", "x jumanji", "x (CPU)", "x GEM")
@@ -401,10 +440,13 @@ def against_jumanji_uniform(section: str, scale: float, gem_seconds: float) -> l
     rows = []
     for batch_size in batches:
         num_steps = max(20, int(scale * 200))
-        theirs, their_compile, their_cpu = jumanji_uniform_moves(name, batch_size, num_steps)
-        for env_id in env_ids:
+        rollouts = [jumanji_uniform_moves(name, batch_size, num_steps)]
+        rollouts += [gemjax_uniform_moves(i, batch_size, num_steps) for i in env_ids]
+        (theirs, their_compile, their_cpu), *timings = time_alternating(
+            rollouts, batch_size * num_steps
+        )
+        for env_id, (ours, our_compile, our_cpu) in zip(env_ids, timings, strict=True):
             gem_rate = gem_loop_steps_per_second(env_id, gem_seconds)
-            ours, our_compile, our_cpu = gemjax_uniform_moves(env_id, batch_size, num_steps)
             rows.append(
                 {
                     "env_id": env_id,
