@@ -126,6 +126,31 @@ def split(key: jax.Array, num: int) -> jax.Array:
     return jax.random.wrap_key_data(data) if typed else data
 
 
+#: :func:`stream_key`'s ``fold_in`` offset where :func:`split` and :func:`bits` defer
+#: to ``jax.random``: far past the counters any draw of a kernel reads.
+_FALLBACK_STREAM = 0x40000000
+
+
+def stream_key(key: jax.Array, stream: int) -> jax.Array:
+    """A key (typed or raw, as ``key``) independent of every draw of ``key`` itself.
+
+    For a Threefry key it is the hash of the counter ``(stream, 0)`` (``stream >= 1``):
+    :func:`bits`, :func:`split` and :func:`random_words` of ``key`` read the counters
+    ``(0, i)``, so the derived key shares no block with them, and it costs one hash
+    where ``split(key, 2)`` costs two. Otherwise it is ``jax.random.fold_in`` of a
+    datum far past the counters a kernel reads.
+    """
+    if not 1 <= stream < 2**32:
+        raise ValueError(f"stream must be in 1..2**32 - 1, got {stream}")
+    words = _threefry_key_words(key)
+    if words is None:
+        return jax.random.fold_in(key, _FALLBACK_STREAM + stream)
+    counter = (jnp.uint32(stream), jnp.uint32(0))
+    data = jnp.stack(threefry2x32(words, counter), axis=-1)
+    typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    return jax.random.wrap_key_data(data) if typed else data
+
+
 def mix32(x: jax.Array) -> jax.Array:
     """MurmurHash3's ``fmix32`` finaliser (a bijection of uint32)."""
     x = x ^ (x >> 16)

@@ -13,7 +13,9 @@
 Resets are cheap by construction: a game's reset draws a handful of random words
 (GuessTheNumber: two) and fills fixed-size arrays, and when the game's step draws
 no randomness (``env.step_uses_key`` is False) the auto-reset spends the step's
-key on the reset instead of splitting it. Where a reset is costly (Sudoku draws
+key on the reset; when it does (2048's spawn), the step keeps the key and a reset
+derives its own (:func:`~gemjax.rng.stream_key`, one hash on the lanes that reset,
+instead of splitting every lane's key). Where a reset is costly (Sudoku draws
 and transforms a puzzle), the auto-reset computes fresh episodes only for the lanes
 that ended (``sparse_resets``); every lane's reset still uses its own key, so the
 result is the same either way.
@@ -30,7 +32,11 @@ from flax import struct
 
 from gemjax.core import Environment, Event, TimeStep
 from gemjax.lanes import tree_where, where_lanes
-from gemjax.rng import split
+from gemjax.rng import stream_key
+
+#: The :func:`~gemjax.rng.stream_key` stream an auto-reset draws a new episode from when
+#: the game's step uses the step's key.
+RESET_STREAM = 1
 
 
 class Wrapper(Environment):
@@ -149,6 +155,8 @@ class AutoReset(Wrapper):
     def _fresh(self, key: jax.Array, params: Any) -> tuple[Any, ...]:
         """What a reset replaces: the state, and the observation and event (same-step
         mode) or the whole timestep (next-step mode)."""
+        if self.env.step_uses_key:
+            key = stream_key(key, RESET_STREAM)
         state, ts = self.env.reset(key, params)
         if self.mode == "same_step":
             return state, ts.observation, ts.event
@@ -178,22 +186,20 @@ class AutoReset(Wrapper):
     def step(
         self, key: jax.Array, state: AutoResetState, action: jax.Array, params: Any
     ) -> tuple[AutoResetState, TimeStep]:
-        if self.env.step_uses_key:
-            step_key, reset_key = split(key, 2)
-        else:
-            step_key = reset_key = key
-        stepped_state, stepped = self.env.step(step_key, state.inner, action, params)
+        # The step draws from the key itself; a reset derives its own key from it (in
+        # _fresh, so sparse resets hash it only on the lanes that reset).
+        stepped_state, stepped = self.env.step(key, state.inner, action, params)
         if self.mode == "same_step":
             reset = stepped.done
             kept = (stepped_state, stepped.observation, stepped.event)
-            inner, observation, event = self._reset_where(reset, kept, reset_key, params)
+            inner, observation, event = self._reset_where(reset, kept, key, params)
             ts = stepped.replace(observation=observation, event=event)
             final = stepped  # what the ending step produced, before the reset replaced it
             pending = jnp.bool_(False)
         else:
             reset = state.reset_pending
             # A reset step ignores its action: nothing was "stepped".
-            inner, ts = self._reset_where(reset, (stepped_state, stepped), reset_key, params)
+            inner, ts = self._reset_where(reset, (stepped_state, stepped), key, params)
             final = ts
             pending = ~reset & stepped.done
         return AutoResetState(inner, pending), self._with_final(ts, final, reset)

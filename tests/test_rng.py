@@ -10,7 +10,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gemjax.rng import below, bits, materialize, mix32, random_words, split, threefry2x32
+from gemjax.rng import (
+    below,
+    bits,
+    materialize,
+    mix32,
+    random_words,
+    split,
+    stream_key,
+    threefry2x32,
+)
 
 CHI2_9_P001 = 27.877164871256575  # scipy.stats.chi2.isf(0.001, 9)
 KEYS, WORDS = 2000, 64
@@ -187,6 +196,36 @@ def test_bits_and_split_defer_to_jax_random_for_other_generators() -> None:
         np.testing.assert_array_equal(key_rows(split(key, 3)), key_rows(jax.random.split(key, 3)))
         assert uses_jax_random(lambda k: bits(k, 2), key)
         assert uses_jax_random(lambda k: split(k, 2), key)
+
+
+@pytest.mark.parametrize("make_key", [jax.random.key, jax.random.PRNGKey], ids=["typed", "raw"])
+def test_stream_key_is_the_hash_of_its_own_counter_block(make_key) -> None:
+    """A stream key is Threefry of the counter (stream, 0): no word of the key's own
+    bits, splits or longer draws, deterministic, and distinct per stream."""
+    key = make_key(7)
+    derived = stream_key(key, 1)
+    assert derived.dtype == key.dtype and derived.shape == key.shape
+    words = np.asarray(jax.random.key_data(key) if derived.dtype != jnp.uint32 else key)
+    expected = threefry2x32(tuple(jnp.uint32(w) for w in words), (jnp.uint32(1), jnp.uint32(0)))
+    np.testing.assert_array_equal(key_rows(derived), np.asarray(expected))
+    np.testing.assert_array_equal(
+        key_rows(jax.jit(stream_key, static_argnums=1)(key, 1)), key_rows(derived)
+    )
+    own = set(key_rows(split(key, 64)).reshape(-1).tolist()) | set(
+        np.asarray(random_words(key, 256)).tolist()
+    )
+    rows = [key_rows(stream_key(key, s)) for s in (1, 2, 3)]
+    assert not own & set(np.concatenate(rows).tolist())
+    assert len({row.tobytes() for row in rows}) == 3
+    with pytest.raises(ValueError, match="stream"):
+        stream_key(key, 0)
+
+
+def test_stream_key_folds_in_for_other_generators() -> None:
+    rbg = jax.random.key(5, impl="rbg")
+    np.testing.assert_array_equal(
+        key_rows(stream_key(rbg, 1)), key_rows(jax.random.fold_in(rbg, 0x40000001))
+    )
 
 
 def test_materialize_returns_the_computed_tree_under_jit_and_vmap() -> None:

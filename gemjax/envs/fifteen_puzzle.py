@@ -241,6 +241,29 @@ def walk_board(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
     return packed.unpack(board).reshape(side, side).astype(jnp.int8)
 
 
+@functools.cache
+def two_by_two_starts() -> np.ndarray:
+    """int8[2, 2, 2]: :func:`walk_board`'s 2x2 board for each pick of its first move.
+
+    On 2x2 only the first move has a choice (two legal moves from the corner); every
+    later move has one legal direction that does not undo the previous one, so the
+    blank circles the board and the first word alone fixes the start board."""
+    with jax.ensure_compile_time_eval():
+        first = jnp.asarray([0, 0xFFFFFFFF], jnp.uint32)  # below(word, 2): 0, then 1
+        words = jnp.zeros((2, WALK_MOVES), jnp.uint32).at[:, 0].set(first)
+        walk = jax.vmap(walk_board, in_axes=(0, None, None))
+        return np.asarray(walk(words, jnp.int32(2), 2))
+
+
+def start_board(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
+    """int8[side, side]: :func:`walk_board` of ``words`` (uint32[WALK_MOVES]), read
+    from :func:`two_by_two_starts` on a 2x2 array (the same board for the same
+    words, without the walk)."""
+    if side == 2:
+        return jnp.where(below(words[0], 2) == 0, two_by_two_starts()[0], two_by_two_starts()[1])
+    return walk_board(words, num_rows, side)
+
+
 class FifteenPuzzleParams(struct.PyTreeNode):
     """Dynamic parameters (sweepable without recompiling).
 
@@ -281,8 +304,6 @@ class FifteenPuzzle(
 
     gem_class_name = "FifteenPuzzleEnv"
     step_uses_key = False
-    # A reset walks 100 moves: resetting only the lanes that ended pays.
-    sparse_resets = True
 
     def __init__(self, max_turns: int | None = 20, num_rows: int | None = 2) -> None:
         self.variant = Variant.of(
@@ -292,6 +313,9 @@ class FifteenPuzzle(
         )
         self.randomize = self.variant.randomize
         self.side, self._max_turns = self.variant.values
+        # A reset walks 100 moves (but on 2x2, where it reads one of two boards):
+        # resetting only the lanes that ended pays.
+        self.sparse_resets = self.side > 2
         self.messages = MESSAGES
         self.suffix = suffix_for(self.side)
         self.grammar = BoxedWord(DIRECTIONS)
@@ -340,7 +364,7 @@ class FifteenPuzzle(
             num_rows=num_rows,
             max_turns=turns,
             turn=jnp.int32(0),
-            board=walk_board(words[:WALK_MOVES], num_rows, self.side),
+            board=start_board(words[:WALK_MOVES], num_rows, self.side),
         )
         ts = TimeStep.first(self._observation(state), self.instructions_event(state))
         return state, ts

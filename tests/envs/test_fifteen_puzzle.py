@@ -30,6 +30,7 @@ from gemjax.envs.fifteen_puzzle import (
     RANDOM_CONFIGS,
     WALK_MOVES,
     FifteenPuzzle,
+    start_board,
     walk_board,
 )
 from gemjax.gem import from_gem
@@ -428,6 +429,18 @@ def test_walk_replays_gems_rule():
         assert not boards[:, n:].any() and not boards[:, :, n:].any()
         for row, board in zip(words.tolist(), boards, strict=True):
             assert tuple(board[:n, :n].reshape(-1).tolist()) == host_walk(n, row)
+
+
+def test_two_by_two_start_reads_the_walks_board():
+    """On a 2x2 array the reset reads the board of the walk's first pick instead of
+    walking: the same board as the walk for the same words."""
+    rng = np.random.default_rng(1)
+    words = jnp.asarray(rng.integers(0, 2**32, size=(256, WALK_MOVES), dtype=np.uint32))
+    walked = jax.jit(jax.vmap(walk_board, in_axes=(0, None, None)), static_argnums=2)
+    read = jax.jit(jax.vmap(start_board, in_axes=(0, None, None)), static_argnums=2)
+    expected = np.asarray(walked(words, jnp.int32(2), 2))
+    np.testing.assert_array_equal(np.asarray(read(words, jnp.int32(2), 2)), expected)
+    assert len({board.tobytes() for board in expected}) == 2
 
 
 def test_start_boards_are_solvable_unlike_gem_llm_0_1_0(samples):
