@@ -260,7 +260,8 @@ def start_board(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
     from :func:`two_by_two_starts` on a 2x2 array (the same board for the same
     words, without the walk)."""
     if side == 2:
-        return jnp.where(below(words[0], 2) == 0, two_by_two_starts()[0], two_by_two_starts()[1])
+        first, second = two_by_two_starts()
+        return jnp.where(below(words[0], jnp.uint32(2)) == 0, first, second)
     return walk_board(words, num_rows, side)
 
 
