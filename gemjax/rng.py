@@ -173,16 +173,27 @@ def random_words(key: jax.Array, count: int) -> jax.Array:
     return mix32(mix32(seed[0] + counter * jnp.uint32(_WEYL)) ^ seed[1])
 
 
-def below(words: jax.Array, n: jax.Array) -> jax.Array:
+#: Below this, a Python-int ``n`` of :func:`below` takes the short form (two products).
+_SMALL_N = 2**15
+
+
+def below(words: jax.Array, n: jax.Array | int) -> jax.Array:
     """int32: ``words`` (uint32) mapped to ``0..n-1`` (``n`` in ``1..2**31``, any integer
     dtype, broadcast) as the high word of ``words * n`` (Lemire's multiply-shift:
     each value has probability within ``1 / 2**32`` of ``1 / n``, as with ``%``).
 
     Computed in 16-bit halves with 32-bit products: CPUs have no vector integer
     division, so ``words % n`` with a traced ``n`` costs a scalar division per lane.
+    A Python int ``n`` below ``2**15`` needs only the high half's product and the
+    low half's carry: ``(hi * n + (lo * n >> 16)) >> 16``, the same value.
     """
-    n = jnp.asarray(n, dtype=jnp.uint32)
     low = jnp.uint32(0xFFFF)
+    if isinstance(n, int) and 1 <= n < _SMALL_N:
+        n_small = jnp.uint32(n)
+        return (((words >> 16) * n_small + (((words & low) * n_small) >> 16)) >> 16).astype(
+            jnp.int32
+        )
+    n = jnp.asarray(n, dtype=jnp.uint32)
     a_hi, a_lo = words >> 16, words & low
     n_hi, n_lo = n >> 16, n & low
     cross_a, cross_n = a_hi * n_lo, a_lo * n_hi

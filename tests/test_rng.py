@@ -121,6 +121,12 @@ def test_below_is_the_high_word_of_the_product():
         expected = [(int(w) * n) >> 32 for w in words]
         assert got.tolist() == expected, n
         assert got.min() >= 0 and got.max() < n
+        # A Python int takes the short form below 2**15, the general one above.
+        short = np.asarray(jax.jit(below, static_argnums=1)(jnp.asarray(words), n))
+        assert short.tolist() == expected, n
+    for n in (2**15 - 1, 2**15):
+        short = np.asarray(jax.jit(below, static_argnums=1)(jnp.asarray(words), n))
+        assert short.tolist() == [(int(w) * n) >> 32 for w in words], n
 
 
 def test_below_is_uniform():

@@ -143,8 +143,9 @@ def slide(board: jax.Array, blank: jax.Array, move: jax.Array) -> jax.Array:
 @dataclass(frozen=True)
 class PackedCells:
     """A board of ``cells`` small values packed ``per_word`` to a uint32 word, ``bits``
-    bits each (the walk's carry: a few scalars a lane instead of an array, and a
-    tile moves by shifts and masks through a one-hot over the words)."""
+    bits each, as a tuple of ``words`` uint32[] scalars (the walk's carry: under
+    ``vmap`` every operation is one elementwise pass over the lanes, where an array
+    of words would make each move a reduction over a tiny minor axis)."""
 
     cells: int
 
@@ -164,40 +165,97 @@ class PackedCells:
         return -(-self.cells // self.per_word)
 
     def _place(self, cell: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """bool[words] one-hot of the word holding ``cell`` (int32[]) and its shift."""
-        at_word = jnp.arange(self.words, dtype=jnp.int32) == cell // self.per_word
-        return at_word, ((cell % self.per_word) * self.bits).astype(jnp.uint32)
+        """The index (int32[]) of the word holding ``cell`` (int32[]) and its shift
+        (uint32[])."""
+        return cell // self.per_word, ((cell % self.per_word) * self.bits).astype(jnp.uint32)
 
-    def pack(self, values: jax.Array) -> jax.Array:
-        """uint32[words] of int[cells] ``values`` in ``0 .. 2**bits - 1``."""
-        cells = jnp.arange(self.cells)
-        shifted = values.astype(jnp.uint32) << ((cells % self.per_word) * self.bits).astype(
-            jnp.uint32
+    def pack(self, values: jax.Array) -> tuple[jax.Array, ...]:
+        """``words`` uint32[] of int[cells] ``values`` in ``0 .. 2**bits - 1``."""
+        cells = np.arange(self.cells)
+        shifted = values.astype(jnp.uint32) << jnp.asarray(
+            (cells % self.per_word) * self.bits, jnp.uint32
         )
         owner = cells // self.per_word
-        return jnp.stack(
-            [
-                jnp.sum(jnp.where(owner == k, shifted, 0), dtype=jnp.uint32)
-                for k in range(self.words)
-            ]
+        return tuple(
+            jnp.sum(jnp.where(owner == k, shifted, 0), dtype=jnp.uint32) for k in range(self.words)
         )
 
-    def unpack(self, words: jax.Array) -> jax.Array:
-        """int32[cells] of uint32[words] ``words``."""
+    def unpack(self, words: tuple[jax.Array, ...]) -> jax.Array:
+        """int32[cells] of the packed ``words``."""
         cells = np.arange(self.cells)
         shifts = jnp.asarray((cells % self.per_word) * self.bits, jnp.uint32)
         mask = jnp.uint32((1 << self.bits) - 1)
-        return ((words[cells // self.per_word] >> shifts) & mask).astype(jnp.int32)
+        stacked = jnp.stack(words)[cells // self.per_word]
+        return ((stacked >> shifts) & mask).astype(jnp.int32)
 
-    def move(self, words: jax.Array, source: jax.Array, dest: jax.Array) -> jax.Array:
+    def move(
+        self, words: tuple[jax.Array, ...], source: jax.Array, dest: jax.Array
+    ) -> tuple[jax.Array, ...]:
         """``words`` with the value of cell ``source`` moved to cell ``dest`` (which
         holds 0) and ``source`` cleared (int32[] cells)."""
         mask = jnp.uint32((1 << self.bits) - 1)
         from_word, from_shift = self._place(source)
         to_word, to_shift = self._place(dest)
-        value = (jnp.sum(jnp.where(from_word, words, 0), dtype=jnp.uint32) >> from_shift) & mask
-        words = jnp.where(to_word, words | (value << to_shift), words)
-        return jnp.where(from_word, words & ~(mask << from_shift), words)
+        value = jnp.uint32(0)
+        for index, word in enumerate(words):
+            value = value | jnp.where(from_word == index, (word >> from_shift) & mask, 0)
+        cleared = ~(mask << from_shift)
+        placed = value << to_shift
+        return tuple(
+            jnp.where(from_word == index, word & cleared, word)
+            | jnp.where(to_word == index, placed, jnp.uint32(0))
+            for index, word in enumerate(words)
+        )
+
+
+@dataclass(frozen=True)
+class BitPlanes:
+    """A board of at most 16 cells as bit planes: plane ``k`` holds bit ``k`` of every
+    cell's value (cell ``i`` at bit ``i``), two planes to a uint32 word (bits 0-15
+    and 16-31), as a tuple of uint32[] scalars. Moving a tile into the blank is then
+    a shift, a mask, a multiply and an xor per word (the multiply copies the tile's
+    bit pair onto both cells, the xor swaps them), about half the operations of
+    :class:`PackedCells`, with the same interface."""
+
+    cells: int
+
+    def __post_init__(self) -> None:
+        if not 1 < self.cells <= 16:
+            raise ValueError(f"bit planes hold 2..16 cells, got {self.cells}")
+
+    @property
+    def planes(self) -> int:
+        """Planes a board takes: bits of the largest value ``cells - 1``."""
+        return (self.cells - 1).bit_length()
+
+    def pack(self, values: jax.Array) -> tuple[jax.Array, ...]:
+        """uint32[] words of int[cells] ``values`` in ``0 .. cells - 1``."""
+        at = jnp.arange(self.cells, dtype=jnp.uint32)
+        bits = [
+            jnp.sum(((values.astype(jnp.uint32) >> k) & 1) << at, dtype=jnp.uint32)
+            for k in range(self.planes)
+        ]
+        bits += [jnp.uint32(0)] * (self.planes % 2)
+        return tuple(low | (high << 16) for low, high in zip(bits[::2], bits[1::2], strict=True))
+
+    def unpack(self, words: tuple[jax.Array, ...]) -> jax.Array:
+        """int32[cells] of the packed ``words``."""
+        at = jnp.arange(self.cells, dtype=jnp.uint32)
+        values = jnp.zeros((self.cells,), jnp.uint32)
+        for k in range(self.planes):
+            bit = (words[k // 2] >> (at + 16 * (k % 2))) & 1
+            values = values | (bit << k)
+        return values.astype(jnp.int32)
+
+    def move(
+        self, words: tuple[jax.Array, ...], source: jax.Array, dest: jax.Array
+    ) -> tuple[jax.Array, ...]:
+        """``words`` with the value of cell ``source`` moved to cell ``dest`` (which
+        holds 0) and ``source`` cleared (int32[] cells)."""
+        source, dest = source.astype(jnp.uint32), dest.astype(jnp.uint32)
+        both = (jnp.uint32(1) << source) | (jnp.uint32(1) << dest)
+        pair = jnp.uint32(0x00010001)
+        return tuple(word ^ (((word >> source) & pair) * both) for word in words)
 
 
 def walk_board(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
@@ -205,16 +263,17 @@ def walk_board(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
     ``words`` (uint32[moves]), each uniform among the legal directions that do not
     undo the previous move (the word picks among them, in :data:`DIRECTIONS` order).
 
-    The board travels packed (:class:`PackedCells`) with the blank's row and column
-    as scalars, so under ``vmap`` each move is a few vector operations over the lanes
-    (docs/performance.md)."""
-    packed = PackedCells(side * side)
+    The board travels as a few uint32 scalars (:class:`BitPlanes` up to 4x4,
+    :class:`PackedCells` beyond) with the blank's row and column as scalars, so under
+    ``vmap`` each move is a few vector operations over the lanes (docs/performance.md)."""
+    cells = side * side
+    packed = BitPlanes(cells) if cells <= 16 else PackedCells(cells)
     last_row = num_rows - 1
     # Each word's pick among 2 and among 3 moves (at most 3 are allowed after the
     # first move, 2 at the corner), drawn before the loop over all words at once.
-    picks = below(words[:, None], jnp.asarray([2, 3], jnp.uint32))
+    among_two, among_three = below(words, 2), below(words, 3)
 
-    def body(k: jax.Array, carry: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+    def body(k: jax.Array, carry: tuple[Any, ...]) -> tuple[Any, ...]:
         board, row, col, last = carry
         # up, down, left, right; a move undoes the previous one when last == move ^ 1.
         allowed = (
@@ -226,9 +285,12 @@ def walk_board(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
         before = [allowed[0].astype(jnp.int32)]
         for a in allowed[1:]:
             before.append(before[-1] + a.astype(jnp.int32))
-        pick = jnp.where(before[-1] == 3, picks[k, 1], jnp.where(before[-1] == 2, picks[k, 0], 0))
-        # The pick-th allowed move is the number of moves whose running count <= pick.
-        move = jnp.sum(jnp.stack(before[:3]) <= pick, dtype=jnp.int32)
+        pick = jnp.where(
+            before[-1] == 3, among_three[k], jnp.where(before[-1] == 2, among_two[k], 0)
+        )
+        # The pick-th allowed move is the number of moves whose running count <= pick
+        # (added up lane by lane: a reduction over a small axis vectorises badly).
+        move = sum((count <= pick).astype(jnp.int32) for count in before[:3])
         d_row = jnp.where(move == 0, 1, jnp.where(move == 1, -1, 0))
         d_col = jnp.where(move == 2, 1, jnp.where(move == 3, -1, 0))
         target = (row + d_row) * side + col + d_col
@@ -261,7 +323,7 @@ def start_board(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
     words, without the walk)."""
     if side == 2:
         first, second = two_by_two_starts()
-        return jnp.where(below(words[0], jnp.uint32(2)) == 0, first, second)
+        return jnp.where(below(words[0], 2) == 0, first, second)
     return walk_board(words, num_rows, side)
 
 

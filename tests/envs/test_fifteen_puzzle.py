@@ -420,12 +420,12 @@ def test_blank_follows_gems_exact_distribution(samples, n):
 def test_walk_replays_gems_rule():
     """The kernel's walk equals the host walk on the same words (each word picks
     among the legal, non-undoing moves in GEM's order), on every board size, in the
-    padded 4x4 array."""
+    padded 4x4 array and in its own (bit planes up to 4x4, packed cells on 5x5)."""
     rng = np.random.default_rng(0)
     walk = jax.jit(jax.vmap(walk_board, in_axes=(0, None, None)), static_argnums=2)
-    for n in (2, 3, 4):
+    for n, side in ((2, 4), (3, 4), (4, 4), (2, 2), (3, 3), (4, 5), (5, 5)):
         words = rng.integers(0, 2**32, size=(64, WALK_MOVES), dtype=np.uint32)
-        boards = np.asarray(walk(jnp.asarray(words), jnp.int32(n), 4))
+        boards = np.asarray(walk(jnp.asarray(words), jnp.int32(n), side))
         assert not boards[:, n:].any() and not boards[:, :, n:].any()
         for row, board in zip(words.tolist(), boards, strict=True):
             assert tuple(board[:n, :n].reshape(-1).tolist()) == host_walk(n, row)
