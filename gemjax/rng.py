@@ -168,8 +168,14 @@ def random_words(key: jax.Array, count: int) -> jax.Array:
     """
     if count <= 2:
         return bits(key, count)
-    seed = bits(key, 2)
-    counter = jnp.arange(count, dtype=jnp.uint32)
+    return mixed_words(bits(key, 2), jnp.arange(count, dtype=jnp.uint32))
+
+
+def mixed_words(seed: jax.Array, counter: jax.Array) -> jax.Array:
+    """uint32 (``counter``'s shape): the words at positions ``counter`` (uint32) of
+    ``random_words(key, count)`` for ``count > 2``, where ``seed`` is ``bits(key, 2)``.
+    One word at a time, so a loop can draw its ``k``-th word in its body instead of
+    reading it from an array drawn before the loop."""
     return mix32(mix32(seed[0] + counter * jnp.uint32(_WEYL)) ^ seed[1])
 
 

@@ -15,6 +15,7 @@ from gemjax.rng import (
     bits,
     materialize,
     mix32,
+    mixed_words,
     random_words,
     split,
     stream_key,
@@ -36,6 +37,17 @@ def chi2_uniform(values: np.ndarray, bins: int) -> float:
     counts = np.bincount(values.ravel(), minlength=bins).astype(np.float64)
     expected = counts.sum() / bins
     return float(((counts - expected) ** 2 / expected).sum())
+
+
+def test_mixed_words_are_random_words_one_at_a_time() -> None:
+    key = jax.random.key(9)
+    seed = bits(key, 2)
+    counter = jnp.arange(40, dtype=jnp.uint32)
+    np.testing.assert_array_equal(
+        np.asarray(mixed_words(seed, counter)), np.asarray(random_words(key, 40))
+    )
+    picked = jax.jit(lambda k: mixed_words(seed, k))(jnp.uint32(17))
+    assert int(picked) == int(random_words(key, 40)[17])
 
 
 def test_mix32_is_a_bijection_on_a_sample() -> None:

@@ -38,7 +38,7 @@ Observation (what the player sees), a dict of:
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +57,7 @@ from gemjax.core import (
     check_int_action,
     gem_ending,
 )
-from gemjax.rng import below, bits, random_words
+from gemjax.rng import below, bits, mixed_words
 from gemjax.spaces import Discrete
 from gemjax.text.grammar import BoxedWord
 from gemjax.text.templates import Board, Choice, MessageTable, Template
@@ -258,20 +258,24 @@ class BitPlanes:
         return tuple(word ^ (((word >> source) & pair) * both) for word in words)
 
 
-def walk_board(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
-    """int8[side, side] GEM's start board: from the solved board, one move per word of
-    ``words`` (uint32[moves]), each uniform among the legal directions that do not
-    undo the previous move (the word picks among them, in :data:`DIRECTIONS` order).
+def walk_board(
+    word: Callable[[jax.Array], jax.Array],
+    num_rows: jax.Array,
+    side: int,
+    moves: int = WALK_MOVES,
+) -> jax.Array:
+    """int8[side, side] GEM's start board: from the solved board, ``moves`` moves, move
+    ``k`` uniform among the legal directions that do not undo the previous move (the
+    word ``word(k)``, uint32[] for an int32[] ``k``, picks among them, in
+    :data:`DIRECTIONS` order).
 
     The board travels as a few uint32 scalars (:class:`BitPlanes` up to 4x4,
-    :class:`PackedCells` beyond) with the blank's row and column as scalars, so under
-    ``vmap`` each move is a few vector operations over the lanes (docs/performance.md)."""
+    :class:`PackedCells` beyond) with the blank's row and column as scalars, and each
+    move draws its word in the loop's body, so under ``vmap`` a move is a few vector
+    operations over the lanes (docs/performance.md)."""
     cells = side * side
     packed = BitPlanes(cells) if cells <= 16 else PackedCells(cells)
     last_row = num_rows - 1
-    # Each word's pick among 2 and among 3 moves (at most 3 are allowed after the
-    # first move, 2 at the corner), drawn before the loop over all words at once.
-    among_two, among_three = below(words, 2), below(words, 3)
 
     def body(k: jax.Array, carry: tuple[Any, ...]) -> tuple[Any, ...]:
         board, row, col, last = carry
@@ -285,8 +289,10 @@ def walk_board(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
         before = [allowed[0].astype(jnp.int32)]
         for a in allowed[1:]:
             before.append(before[-1] + a.astype(jnp.int32))
+        # At most 3 moves are allowed after the first move, 2 at a corner.
+        drawn = word(k)
         pick = jnp.where(
-            before[-1] == 3, among_three[k], jnp.where(before[-1] == 2, among_two[k], 0)
+            before[-1] == 3, below(drawn, 3), jnp.where(before[-1] == 2, below(drawn, 2), 0)
         )
         # The pick-th allowed move is the number of moves whose running count <= pick
         # (added up lane by lane: a reduction over a small axis vectorises badly).
@@ -299,7 +305,7 @@ def walk_board(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
 
     goal = packed.pack(goal_board(num_rows, side).reshape(-1))
     start = (goal, last_row, last_row, jnp.int32(-1))
-    board = jax.lax.fori_loop(0, words.shape[0], body, start)[0]
+    board = jax.lax.fori_loop(0, moves, body, start)[0]
     return packed.unpack(board).reshape(side, side).astype(jnp.int8)
 
 
@@ -311,20 +317,22 @@ def two_by_two_starts() -> np.ndarray:
     later move has one legal direction that does not undo the previous one, so the
     blank circles the board and the first word alone fixes the start board."""
     with jax.ensure_compile_time_eval():
-        first = jnp.asarray([0, 0xFFFFFFFF], jnp.uint32)  # below(word, 2): 0, then 1
-        words = jnp.zeros((2, WALK_MOVES), jnp.uint32).at[:, 0].set(first)
-        walk = jax.vmap(walk_board, in_axes=(0, None, None))
-        return np.asarray(walk(words, jnp.int32(2), 2))
+        # below(word, 2) is 0 for the word 0 and 1 for 0xFFFFFFFF.
+        firsts = jnp.asarray([0, 0xFFFFFFFF], jnp.uint32)
+        walk = jax.vmap(lambda first: walk_board(lambda k: first, jnp.int32(2), 2))
+        return np.asarray(walk(firsts))
 
 
-def start_board(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
-    """int8[side, side]: :func:`walk_board` of ``words`` (uint32[WALK_MOVES]), read
-    from :func:`two_by_two_starts` on a 2x2 array (the same board for the same
-    words, without the walk)."""
+def start_board(
+    word: Callable[[jax.Array], jax.Array], num_rows: jax.Array, side: int
+) -> jax.Array:
+    """int8[side, side]: :func:`walk_board` of ``word``, read from
+    :func:`two_by_two_starts` on a 2x2 array (the same board for the same words,
+    without the walk)."""
     if side == 2:
         first, second = two_by_two_starts()
-        return jnp.where(below(words[0], 2) == 0, first, second)
-    return walk_board(words, num_rows, side)
+        return jnp.where(below(word(jnp.int32(0)), 2) == 0, first, second)
+    return walk_board(word, num_rows, side)
 
 
 class FifteenPuzzleParams(struct.PyTreeNode):
@@ -412,10 +420,16 @@ class FifteenPuzzle(
     def reset(
         self, key: jax.Array, params: FifteenPuzzleParams
     ) -> tuple[FifteenPuzzleState, TimeStep]:
-        words = random_words(key, WALK_MOVES + 1)
+        # random_words(key, WALK_MOVES + 1), each word drawn where it is used: the
+        # walk's in its loop, the configuration's last.
+        seed = bits(key, 2)
+
+        def word(k: jax.Array) -> jax.Array:
+            return mixed_words(seed, k.astype(jnp.uint32))
+
         if self.randomize:
             pick = jnp.arange(len(RANDOM_CONFIGS)) == below(
-                words[-1], jnp.uint32(len(RANDOM_CONFIGS))
+                word(jnp.int32(WALK_MOVES)), jnp.uint32(len(RANDOM_CONFIGS))
             )
             num_rows, turns = (
                 jnp.sum(jnp.where(pick, jnp.asarray(column, jnp.int32), 0))
@@ -427,7 +441,7 @@ class FifteenPuzzle(
             num_rows=num_rows,
             max_turns=turns,
             turn=jnp.int32(0),
-            board=start_board(words[:WALK_MOVES], num_rows, self.side),
+            board=start_board(word, num_rows, self.side),
         )
         ts = TimeStep.first(self._observation(state), self.instructions_event(state))
         return state, ts

@@ -34,6 +34,7 @@ from gemjax.envs.fifteen_puzzle import (
     walk_board,
 )
 from gemjax.gem import from_gem
+from gemjax.rng import random_words
 from gemjax.testing import lane
 
 EASY, HARD, RANDOM = (f"game:FifteenPuzzle-v0-{v}" for v in ("easy", "hard", "random"))
@@ -417,12 +418,17 @@ def test_blank_follows_gems_exact_distribution(samples, n):
     assert stats.chisquare(counts[reachable], expected).pvalue > 1e-3, (counts, expected)
 
 
+def walk_from_array(words: jax.Array, num_rows: jax.Array, side: int) -> jax.Array:
+    """:func:`walk_board` reading its words from uint32[moves] ``words``."""
+    return walk_board(lambda k: words[k], num_rows, side, moves=words.shape[0])
+
+
 def test_walk_replays_gems_rule():
     """The kernel's walk equals the host walk on the same words (each word picks
     among the legal, non-undoing moves in GEM's order), on every board size, in the
     padded 4x4 array and in its own (bit planes up to 4x4, packed cells on 5x5)."""
     rng = np.random.default_rng(0)
-    walk = jax.jit(jax.vmap(walk_board, in_axes=(0, None, None)), static_argnums=2)
+    walk = jax.jit(jax.vmap(walk_from_array, in_axes=(0, None, None)), static_argnums=2)
     for n, side in ((2, 4), (3, 4), (4, 4), (2, 2), (3, 3), (4, 5), (5, 5)):
         words = rng.integers(0, 2**32, size=(64, WALK_MOVES), dtype=np.uint32)
         boards = np.asarray(walk(jnp.asarray(words), jnp.int32(n), side))
@@ -436,11 +442,28 @@ def test_two_by_two_start_reads_the_walks_board():
     walking: the same board as the walk for the same words."""
     rng = np.random.default_rng(1)
     words = jnp.asarray(rng.integers(0, 2**32, size=(256, WALK_MOVES), dtype=np.uint32))
-    walked = jax.jit(jax.vmap(walk_board, in_axes=(0, None, None)), static_argnums=2)
-    read = jax.jit(jax.vmap(start_board, in_axes=(0, None, None)), static_argnums=2)
+    walked = jax.jit(jax.vmap(walk_from_array, in_axes=(0, None, None)), static_argnums=2)
+    read = jax.jit(jax.vmap(lambda w, n: start_board(lambda k: w[k], n, 2), in_axes=(0, None)))
     expected = np.asarray(walked(words, jnp.int32(2), 2))
-    np.testing.assert_array_equal(np.asarray(read(words, jnp.int32(2), 2)), expected)
+    np.testing.assert_array_equal(np.asarray(read(words, jnp.int32(2))), expected)
     assert len({board.tobytes() for board in expected}) == 2
+
+
+@pytest.mark.parametrize("env_id", [HARD, RANDOM])
+def test_reset_walks_with_its_random_words(env_id):
+    """A reset draws its walk's words one by one inside the loop: the board of the
+    walk over ``random_words(key, 101)``'s first 100, and ``-random``'s configuration
+    from the last."""
+    env = gemjax.make(env_id)
+    keys = jax.random.split(jax.random.key(11), 32)
+    states, _ = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, env.default_params)
+    words = jax.vmap(lambda key: random_words(key, WALK_MOVES + 1))(keys)
+    walked = jax.jit(jax.vmap(walk_from_array, in_axes=(0, 0, None)), static_argnums=2)
+    expected = np.asarray(walked(words[:, :WALK_MOVES], states.num_rows, 4))
+    np.testing.assert_array_equal(np.asarray(states.board), expected)
+    if env_id == RANDOM:
+        picks = [below(int(w), len(RANDOM_CONFIGS)) for w in np.asarray(words[:, -1])]
+        assert states.num_rows.tolist() == [RANDOM_CONFIGS[p][0] for p in picks]
 
 
 def test_start_boards_are_solvable_unlike_gem_llm_0_1_0(samples):
