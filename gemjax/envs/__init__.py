@@ -8,6 +8,7 @@ from gemjax.envs.mastermind import Mastermind
 from gemjax.envs.minesweeper import Minesweeper
 from gemjax.envs.sudoku import Sudoku
 from gemjax.envs.tower_of_hanoi import TowerofHanoi
+from gemjax.envs.word_search import WordSearch
 from gemjax.envs.wordle import Wordle
 from gemjax.registry import register
 
@@ -21,6 +22,7 @@ GAMES = (
     TowerofHanoi,
     FifteenPuzzle,
     Game2048,
+    WordSearch,
 )
 
 register("game:GuessTheNumber-v0-hard", GuessTheNumber, min_number=1, max_number=50, max_turns=7)
@@ -104,6 +106,12 @@ register("game:Game2048-v0-hard", Game2048, target_tile=512, max_turns=50)
 register("game:Game2048-v0-extreme-hard", Game2048, target_tile=2048, max_turns=100)
 register("game:Game2048-v0-random", Game2048, target_tile=None, max_turns=None)
 
+register("game:WordSearch-v0-easy", WordSearch, num_words=5, max_turns=20, hardcore=False)
+register("game:WordSearch-v0-hard", WordSearch, num_words=5, max_turns=20, hardcore=True)
+register(
+    "game:WordSearch-v0-random", WordSearch, num_words=None, max_turns=None, hardcore=None
+)
+
 __all__ = [
     "GAMES",
     "FifteenPuzzle",
@@ -114,5 +122,6 @@ __all__ = [
     "Minesweeper",
     "Sudoku",
     "TowerofHanoi",
+    "WordSearch",
     "Wordle",
 ]

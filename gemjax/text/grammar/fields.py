@@ -82,19 +82,26 @@ class NumberFields(Grammar):
 
 class BoxedInts(NumberFields):
     """``\\boxed{(\\d+)\\s(\\d+)...}``: ``len(int_slots)`` non-negative integers, each
-    after **exactly one** whitespace character (Sudoku's ``\\boxed{1 2 5}``); GEM reads
-    them with ``int()``.
+    after **exactly one** whitespace character (Sudoku's ``\\boxed{1 2 5}``), or after
+    one or more with ``separator=r"\\s+"`` (WordSearch's ``\\boxed{0 1  0 5}``); GEM
+    reads them with ``int()``.
 
     The kernel action is int32[1 + len(int_slots)]: ``[1, n_0, n_1, ...]`` with numbers
     clamped to ``2**31 - 1``, or all zeros for a format error (no match, or a number
     ``int()`` refuses). Echoes: each of ``int_slots`` its number as ``int()`` read it.
     """
 
-    def __init__(self, int_slots: tuple[str, ...]) -> None:
+    SEPARATORS = (r"\s", r"\s+")
+
+    def __init__(self, int_slots: tuple[str, ...], separator: str = r"\s") -> None:
         if not int_slots:
             raise ValueError("BoxedInts needs at least one number")
+        if separator not in self.SEPARATORS:
+            raise ValueError(f"separator must be one of {self.SEPARATORS}, got {separator!r}")
         self.int_slots = tuple(int_slots)
-        self.pattern = re.compile(r"\\boxed{" + r"\s".join([r"(\d+)"] * len(int_slots)) + "}")
+        self.pattern = re.compile(
+            r"\\boxed{" + separator.join([r"(\d+)"] * len(int_slots)) + "}"
+        )
 
     def parse(self, text: str) -> ParsedAction:
         groups = self.last_groups(text)

@@ -166,17 +166,22 @@ def board_layout(board: Board, rows: int, cols: int) -> list[str | int]:
 
 def shape_dims(template: Template, table: MessageTable) -> list[tuple[str, int, int]]:
     """``(name, arg index, largest value)`` of each value that selects a program:
-    the printed length of each list slot, the rows/cols of each board that has them."""
+    the printed length of each list slot, the rows/cols of each board that has them
+    (once when one slot gives both: a square board's side)."""
     dims: list[tuple[str, int, int]] = []
     for slot in template.slots:
         if isinstance(slot, IntList):
             dims.append((slot.name, table.arg_slices[slot.length].start, slot.size))
         elif isinstance(slot, Board):
             for size_slot, extent in ((slot.rows, slot.shape[0]), (slot.cols, slot.shape[1])):
-                if size_slot is not None:
-                    dims.append(
-                        (f"{slot.name}.{size_slot}", table.arg_slices[size_slot].start, extent)
-                    )
+                name = f"{slot.name}.{size_slot}"
+                known = [d for d in dims if d[0] == name]
+                if size_slot is None:
+                    continue
+                if known:  # one slot sizes both: one value, at most the smaller extent
+                    dims[dims.index(known[0])] = (name, known[0][1], min(known[0][2], extent))
+                else:
+                    dims.append((name, table.arg_slices[size_slot].start, extent))
     return dims
 
 

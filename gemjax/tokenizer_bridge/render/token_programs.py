@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -608,7 +609,8 @@ class TokenPrograms:
         groups[-1] = groups[-1]._replace(end=_TEXT_END)
         groups = _absorb_literals(groups)
         value_parts = [group.value_parts for group in groups]
-        counts = [int(np.prod([len(variants[i]) for i in v], dtype=np.int64)) for v in value_parts]
+        # Python ints: 24 letters of 28 variants overflow int64 (and wrap to a small count).
+        counts = [math.prod(len(variants[i]) for i in v) for v in value_parts]
         spelled = [c > MAX_UNIT_COMBINATIONS for c in counts]
         if any(
             s and not self._spells_words(v, variants)
@@ -717,7 +719,7 @@ class TokenPrograms:
             self._units.append(_Unit(base, spelled_start, len(self._spelled)))
         unit = self._unit_ids[key]
         base, low, high = self._units[unit]
-        count = high - low if high > low else int(np.prod([len(variants[i]) for i in value_parts]))
+        count = high - low if high > low else math.prod(len(variants[i]) for i in value_parts)
         longest = max((len(e) for e in self._entries[base : base + count] if e), default=0)
         return unit, longest
 
