@@ -108,9 +108,7 @@ register("game:Game2048-v0-random", Game2048, target_tile=None, max_turns=None)
 
 register("game:WordSearch-v0-easy", WordSearch, num_words=5, max_turns=20, hardcore=False)
 register("game:WordSearch-v0-hard", WordSearch, num_words=5, max_turns=20, hardcore=True)
-register(
-    "game:WordSearch-v0-random", WordSearch, num_words=None, max_turns=None, hardcore=None
-)
+register("game:WordSearch-v0-random", WordSearch, num_words=None, max_turns=None, hardcore=None)
 
 __all__ = [
     "GAMES",

@@ -99,9 +99,7 @@ class BoxedInts(NumberFields):
         if separator not in self.SEPARATORS:
             raise ValueError(f"separator must be one of {self.SEPARATORS}, got {separator!r}")
         self.int_slots = tuple(int_slots)
-        self.pattern = re.compile(
-            r"\\boxed{" + separator.join([r"(\d+)"] * len(int_slots)) + "}"
-        )
+        self.pattern = re.compile(r"\\boxed{" + separator.join([r"(\d+)"] * len(int_slots)) + "}")
 
     def parse(self, text: str) -> ParsedAction:
         groups = self.last_groups(text)
