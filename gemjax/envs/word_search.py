@@ -546,6 +546,18 @@ class WordSearch(Environment[WordSearchState, WordSearchParams], GemMirror[WordS
 
     # --- text ----------------------------------------------------------------------
 
+    def printed_words(self, params: WordSearchParams) -> tuple[str, ...]:
+        """Every word a "correct" message can print: the pools' entries, upper-cased
+        (the token bridge tokenizes them ahead of time)."""
+        words = set()
+        for pool in params.pools:
+            codes, lengths = np.asarray(pool.codes), np.asarray(pool.lengths)
+            words.update(
+                "".join(SYMBOLS[c - 1] for c in row[:n])
+                for row, n in zip(codes, lengths, strict=True)
+            )
+        return tuple(sorted(words))
+
     def instructions_event(self, state: WordSearchState) -> Event:
         return self.messages.event(
             "instructions", mode=state.hardcore.astype(jnp.int32), max_turns=state.max_turns
