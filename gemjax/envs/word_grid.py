@@ -89,14 +89,6 @@ def shared_directions(down: jax.Array, same: jax.Array) -> jax.Array:
     return down[last]
 
 
-def shifted(frame: jax.Array, offset: int) -> jax.Array:
-    """``frame[r, c + offset]`` for every ``(r, c)`` of an [S, S] array, 0 beyond the
-    last column."""
-    side = frame.shape[1]
-    padded = jnp.pad(frame, ((0, 0), (0, offset)))
-    return padded[:, offset : offset + side]
-
-
 def start_weights(
     frame: jax.Array, crossing: jax.Array, word: jax.Array, length: jax.Array, side: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
@@ -112,13 +104,19 @@ def start_weights(
         side: int32[] the game's grid side.
     """
     size = frame.shape[0]
+    longest = word.shape[0]
+    # Cells beyond the last column read as empty and uncrossed.
+    frame_padded = jnp.pad(frame.astype(jnp.int32), ((0, 0), (0, longest)))
+    crossing_padded = jnp.pad(crossing.astype(jnp.int32), ((0, 0), (0, longest)))
     listed = jnp.zeros(frame.shape, jnp.int32)
     clash = jnp.zeros(frame.shape, jnp.bool_)
-    for offset in range(word.shape[0]):
-        cell = shifted(frame, offset)
+    for offset in range(longest):
+        cell = frame_padded[:, offset : offset + size]
         within = offset < length
-        letter = word[offset]
-        listed += jnp.where(within & (cell == letter), shifted(crossing, offset), 0)
+        letter = word[offset].astype(jnp.int32)
+        listed += jnp.where(
+            within & (cell == letter), crossing_padded[:, offset : offset + size], 0
+        )
         clash |= within & (cell != 0) & (cell != letter)
     index = jnp.arange(size, dtype=jnp.int32)
     inside = (index[:, None] < side) & (index[None, :] < side)
@@ -145,10 +143,12 @@ def pick_weighted(weights: jax.Array, word: jax.Array) -> jax.Array:
 
 def first_fit(fits: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(int32[2] the first (row, col) in row-major order where ``fits`` (bool[S, S]),
-    bool[] there is one)."""
-    flat = jnp.argmax(fits.reshape(-1)).astype(jnp.int32)
+    bool[] there is one). A min over cell indices: a batched ``argmax`` (a two-operand
+    reduction) is several times slower on XLA's CPU backend."""
     size = fits.shape[1]
-    return jnp.stack([flat // size, flat % size]), jnp.any(fits)
+    cells = fits.size
+    flat = jnp.min(jnp.where(fits.reshape(-1), jnp.arange(cells, dtype=jnp.int32), cells))
+    return jnp.stack([flat // size, flat % size]), flat < cells
 
 
 def laid(
