@@ -549,7 +549,7 @@ class WordSearch(Environment[WordSearchState, WordSearchParams], GemMirror[WordS
     def printed_words(self, params: WordSearchParams) -> tuple[str, ...]:
         """Every word a "correct" message can print: the pools' entries, upper-cased
         (the token bridge tokenizes them ahead of time)."""
-        words = set()
+        words: set[str] = set()
         for pool in params.pools:
             codes, lengths = np.asarray(pool.codes), np.asarray(pool.lengths)
             words.update(
