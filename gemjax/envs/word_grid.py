@@ -65,6 +65,32 @@ class Placement(struct.PyTreeNode):
     live: jax.Array
 
 
+def sample_distinct(words: jax.Array, population: jax.Array) -> jax.Array:
+    """int32[K]: ``K`` distinct indices below ``population`` (int32[]), uniformly in
+    order as Python's ``random.sample``: index ``k`` is the ``x``-th (from 0) index not
+    drawn yet, ``x = below(words[k], population - k)``."""
+    chosen: list[jax.Array] = []
+    for k in range(words.shape[0]):
+        offset = below(words[k], population - k)
+        index = offset
+        for _ in range(k):  # the least fixpoint of index = offset + #{c <= index}
+            index = offset + sum((c <= index).astype(jnp.int32) for c in chosen)
+        chosen.append(index)
+    return jnp.stack(chosen)
+
+
+def longest_first(lengths: jax.Array) -> jax.Array:
+    """int32[W]: the stable order of ``lengths`` (int32[W]) from longest to shortest
+    (Python's ``sorted(..., key=len, reverse=True)``)."""
+    count = lengths.shape[0]
+    order = jnp.arange(count)
+    earlier = (lengths[None, :] > lengths[:, None]) | (
+        (lengths[None, :] == lengths[:, None]) & (order[None, :] < order[:, None])
+    )
+    rank = jnp.sum(earlier, axis=1)  # words placed before word k
+    return jnp.argmax(rank[None, :] == order[:, None], axis=1).astype(jnp.int32)
+
+
 def grid_side(longest: jax.Array) -> jax.Array:
     """int32: GEM's ``round(1.5 * longest)`` (half to even) for an int32 ``longest``."""
     twice = 3 * longest  # 2 * 1.5 * longest

@@ -58,7 +58,7 @@ from gemjax.core import (
     check_int_action,
     gem_ending,
 )
-from gemjax.envs.word_grid import grid_side, place_words
+from gemjax.envs.word_grid import grid_side, longest_first, place_words, sample_distinct
 from gemjax.envs.words import word_list
 from gemjax.rng import below, bits, mixed_words
 from gemjax.spaces import MultiDiscrete
@@ -271,32 +271,6 @@ def pack_attempt(coords: jax.Array) -> jax.Array:
     """int32: four in-bounds coordinates (int32[..., 4], each below 64) as one int."""
     shifts = jnp.asarray([0, COORD_BITS, 2 * COORD_BITS, 3 * COORD_BITS], jnp.int32)
     return jnp.sum(jnp.left_shift(coords, shifts), axis=-1).astype(jnp.int32)
-
-
-def sample_distinct(words: jax.Array, population: jax.Array) -> jax.Array:
-    """int32[K]: ``K`` distinct indices below ``population`` (int32[]), uniformly in
-    order as Python's ``random.sample``: index ``k`` is the ``x``-th (from 0) index not
-    drawn yet, ``x = below(words[k], population - k)``."""
-    chosen: list[jax.Array] = []
-    for k in range(words.shape[0]):
-        offset = below(words[k], population - k)
-        index = offset
-        for _ in range(k):  # the least fixpoint of index = offset + #{c <= index}
-            index = offset + sum((c <= index).astype(jnp.int32) for c in chosen)
-        chosen.append(index)
-    return jnp.stack(chosen)
-
-
-def longest_first(lengths: jax.Array) -> jax.Array:
-    """int32[W]: the stable order of ``lengths`` (int32[W]) from longest to shortest
-    (Python's ``sorted(..., key=len, reverse=True)``)."""
-    count = lengths.shape[0]
-    order = jnp.arange(count)
-    earlier = (lengths[None, :] > lengths[:, None]) | (
-        (lengths[None, :] == lengths[:, None]) & (order[None, :] < order[:, None])
-    )
-    rank = jnp.sum(earlier, axis=1)  # words placed before word k
-    return jnp.argmax(rank[None, :] == order[:, None], axis=1).astype(jnp.int32)
 
 
 class WordSearch(Environment[WordSearchState, WordSearchParams], GemMirror[WordSearchState]):

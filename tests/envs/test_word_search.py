@@ -19,12 +19,8 @@ from tiers import seeded
 
 import gemjax
 from gemjax import testing
-from gemjax.envs.word_search import (
-    SYMBOLS,
-    longest_first,
-    sample_distinct,
-    word_pool,
-)
+from gemjax.envs.word_grid import longest_first, sample_distinct
+from gemjax.envs.word_search import SYMBOLS, word_pool
 from gemjax.testing.parity import SEPARATORS
 
 EASY, HARD, RANDOM = (f"game:WordSearch-v0-{v}" for v in ("easy", "hard", "random"))
