@@ -6,10 +6,14 @@ boundaries *whatever the text around them* (for Qwen-style patterns, checked at
 construction): on both sides of every ASCII digit (``\\p{N}`` is a pre-token of its
 own), after a line break followed by a non-space character, after an ASCII letter
 followed by an ASCII non-letter (no pre-token runs on past the end of a letter run),
-and around special tokens. The tokens of a *segment* (the text between two cuts) then
-depend only on its own text and on the class of the character after it (a digit,
-another non-space character, or the end of the text), so they are looked up in a
-table built on the host from the segments that rendered text can contain. The table
+at a space followed by a printable ASCII character (a run of spaces gives its last
+one to the pre-token after it, and nothing else runs on past a space), and around
+special tokens. The tokens of a *segment* (the text between two cuts) then depend
+only on its own text and on the class of the character after it (a digit, another
+non-space character, or the end of the text; a segment followed by such a space
+tokenizes as at the end), so they are looked up in a table built on the host from
+the segments that rendered text can contain. The space cut keeps the rows of a board
+(``" _   .   A  "``) short segments that repeat, rather than one per row pattern. The table
 is keyed by two 32-bit polynomial hashes of the segment's code points, its length and
 that class.
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -149,15 +154,28 @@ class SegmentTokenizer:
             ".\nc",
             " \n[",
             "\t\nX",
+            "R00  _   .   A  \nR01  .   _  \n",
+            "x _",
+            "a  .",
+            "\n _",
+            "\r\n  \t [",
+            "._ _",
+            "' 's",
+            "é  .",
+            "、 \\boxed",
+            "7 ) ",
         ]
         for probe in probes:
-            starts = {start for _, (start, _) in pre.pre_tokenize_str(probe)} | {len(probe)}
+            pieces = pre.pre_tokenize_str(probe)
+            starts = {start for _, (start, _) in pieces} | {len(probe)}
             for i, ch in enumerate(probe):
                 cut = ch.isdigit() or (i and probe[i - 1].isdigit())
                 cut = cut or (i and probe[i - 1] in "\r\n" and not ch.isspace())
                 word_end = i and probe[i - 1].isascii() and probe[i - 1].isalpha()
                 cut = cut or (word_end and ch.isascii() and not ch.isalpha())
                 if cut and i not in starts:
+                    return False
+                if _space_cut(probe, i) and not _ends_as_alone(pre, pieces, probe, i):
                     return False
         return True
 
@@ -229,6 +247,7 @@ class SegmentTokenizer:
             )
             after_word = _ascii_letter(previous) & (chars < 0x80) & ~_ascii_letter(chars)
             cut = cut | digit | jnp.roll(digit, 1) | after_break | after_word
+            cut = cut | _space_before_printable(chars, length)
         return cut & (position < length)
 
     def _scan(self, chars: jax.Array, length: jax.Array) -> dict[str, jax.Array]:
@@ -254,7 +273,8 @@ class SegmentTokenizer:
         ends = jnp.where(starts >= length, length, ends)
         following = chars[jnp.minimum(ends, size - 1)]
         digit = (following >= ord("0")) & (following <= ord("9"))
-        at_end = (ends >= length) | (following >= SPECIAL_BASE)
+        space_cut = _space_before_printable(chars, length)[jnp.minimum(ends, size - 1)]
+        at_end = (ends >= length) | (following >= SPECIAL_BASE) | space_cut
         followers = jnp.where(at_end, END, jnp.where(digit, DIGIT_NEXT, OTHER_NEXT))
         return {
             "starts": starts,
@@ -346,6 +366,35 @@ def sorted_search(sorted_values: jax.Array, queries: jax.Array, side: str = "lef
     return jnp.searchsorted(
         sorted_values, queries, side=side, method="compare_all" if small else "scan"
     )
+
+
+def _printable(char: str) -> bool:
+    """A printable ASCII character other than the space."""
+    return "!" <= char <= "~"
+
+
+def _space_cut(text: str, i: int) -> bool:
+    """Position ``i`` of ``text`` is a space followed by a printable ASCII character
+    (host twin of :func:`_space_before_printable`)."""
+    return text[i] == " " and i + 1 < len(text) and _printable(text[i + 1])
+
+
+def _ends_as_alone(pre: Any, pieces: list[tuple[str, tuple[int, int]]], text: str, i: int) -> bool:
+    """A pre-token of ``text`` starts at ``i`` and the pre-tokens before it are
+    those of ``text[:i]`` alone (so the segment before ``i`` tokenizes as at the end)."""
+    before = [(piece, span) for piece, span in pieces if span[1] <= i]
+    alone = pre.pre_tokenize_str(text[:i])
+    return bool(i == 0 or (before and before[-1][1][1] == i)) and [span for _, span in before] == [
+        span for _, span in alone
+    ]
+
+
+def _space_before_printable(chars: jax.Array, length: jax.Array) -> jax.Array:
+    """bool[C]: a space (inside ``length``) whose next code point is a printable ASCII
+    character other than the space."""
+    following = jnp.concatenate([chars[1:], jnp.zeros((1,), chars.dtype)])
+    inside = jnp.arange(chars.shape[0]) + 1 < length
+    return (chars == ord(" ")) & inside & (following >= ord("!")) & (following <= ord("~"))
 
 
 def _ascii_letter(chars: jax.Array) -> jax.Array:
