@@ -1,5 +1,6 @@
 """The games, registered under GEM's ids."""
 
+from gemjax.envs.crosswords import Crosswords
 from gemjax.envs.fifteen_puzzle import FifteenPuzzle
 from gemjax.envs.game_2048 import Game2048
 from gemjax.envs.guess_the_number import GuessTheNumber
@@ -22,6 +23,7 @@ GAMES = (
     TowerofHanoi,
     FifteenPuzzle,
     Game2048,
+    Crosswords,
     WordSearch,
 )
 
@@ -106,12 +108,19 @@ register("game:Game2048-v0-hard", Game2048, target_tile=512, max_turns=50)
 register("game:Game2048-v0-extreme-hard", Game2048, target_tile=2048, max_turns=100)
 register("game:Game2048-v0-random", Game2048, target_tile=None, max_turns=None)
 
+# GEM's -random id crashes in its constructor; this one draws GEM's intended
+# configurations (docs/gem_differences.md).
+register("game:Crosswords-v0-easy", Crosswords, hardcore=False, max_turns=30, num_words=3)
+register("game:Crosswords-v0-hard", Crosswords, hardcore=True, max_turns=40, num_words=3)
+register("game:Crosswords-v0-random", Crosswords, hardcore=None, max_turns=None, num_words=None)
+
 register("game:WordSearch-v0-easy", WordSearch, num_words=5, max_turns=20, hardcore=False)
 register("game:WordSearch-v0-hard", WordSearch, num_words=5, max_turns=20, hardcore=True)
 register("game:WordSearch-v0-random", WordSearch, num_words=None, max_turns=None, hardcore=None)
 
 __all__ = [
     "GAMES",
+    "Crosswords",
     "FifteenPuzzle",
     "Game2048",
     "GuessTheNumber",

@@ -70,6 +70,9 @@ def adversarial_texts() -> list[str]:
         "\\boxed{r\u0131ght}", "\\boxed{left} \\boxed{Down}", "\\boxed{down} \\boxed{upp}",
         "\\boxed{ up}", "\\boxed{\\boxed{left}}",
         "\\boxed{UP}", "\\boxed{leftt}", "\\boxed{r\u0130GHT} \\boxed{}", "\\boxed{LEFT\u0130}",
+        "\\boxed{0 0 d}", "\\boxed{1 2 G}", "\\boxed{1  2\tz}", "\\boxed{1 2 dd}",
+        "\\boxed{1 2 \u0131}", "\\boxed{1 2 \u212a}", "\\boxed{\u0663 2\u3000K}",
+        "\\boxed{1 2 7}", "\\boxed{12 a}", "\\boxed{1 2 3 q}", "\\boxed{1 2  }",
     ]  # fmt: skip
 
 

@@ -5,6 +5,7 @@ reader (:class:`FieldsReader`)."""
 from __future__ import annotations
 
 import re
+import string
 from typing import Any
 
 import jax
@@ -84,43 +85,61 @@ class BoxedInts(NumberFields):
     """``\\boxed{(\\d+)\\s(\\d+)...}``: ``len(int_slots)`` non-negative integers, each
     after **exactly one** whitespace character (Sudoku's ``\\boxed{1 2 5}``), or after
     one or more with ``separator=r"\\s+"`` (WordSearch's ``\\boxed{0 1  0 5}``); GEM
-    reads them with ``int()``.
+    reads them with ``int()``. With ``letter=True`` one ASCII letter ``[a-zA-Z]``
+    follows the numbers after the same separator (Crosswords' ``\\boxed{0 3 d}``),
+    upper-cased as GEM reads it.
 
-    The kernel action is int32[1 + len(int_slots)]: ``[1, n_0, n_1, ...]`` with numbers
-    clamped to ``2**31 - 1``, or all zeros for a format error (no match, or a number
-    ``int()`` refuses). Echoes: each of ``int_slots`` its number as ``int()`` read it.
+    The kernel action is int32[1 + len(int_slots) (+ 1)]: ``[1, n_0, n_1, ...]`` with
+    numbers clamped to ``2**31 - 1`` (then the letter's code, ``A = 1 .. Z = 26``), or
+    all zeros for a format error (no match, or a number ``int()`` refuses). Echoes:
+    each of ``int_slots`` its number as ``int()`` read it.
     """
 
     SEPARATORS = (r"\s", r"\s+")
+    LETTERS = string.ascii_uppercase
 
-    def __init__(self, int_slots: tuple[str, ...], separator: str = r"\s") -> None:
+    def __init__(
+        self, int_slots: tuple[str, ...], separator: str = r"\s", letter: bool = False
+    ) -> None:
         if not int_slots:
             raise ValueError("BoxedInts needs at least one number")
         if separator not in self.SEPARATORS:
             raise ValueError(f"separator must be one of {self.SEPARATORS}, got {separator!r}")
         self.int_slots = tuple(int_slots)
-        self.pattern = re.compile(r"\\boxed{" + separator.join([r"(\d+)"] * len(int_slots)) + "}")
+        self.letter = bool(letter)
+        fields = [r"(\d+)"] * len(int_slots) + ([r"([a-zA-Z])"] if letter else [])
+        self.pattern = re.compile(r"\\boxed{" + separator.join(fields) + "}")
+
+    def format_error(self) -> np.ndarray:
+        """The kernel action of a format error (all zeros)."""
+        return np.zeros(1 + len(self.int_slots) + self.letter, np.int32)
 
     def parse(self, text: str) -> ParsedAction:
         groups = self.last_groups(text)
         if groups is None:
             return ParsedAction(self.format_error(), False, {})
-        numbers = read_numbers(groups if isinstance(groups, tuple) else (groups,))
+        groups = groups if isinstance(groups, tuple) else (groups,)
+        letters = [1 + self.LETTERS.index(groups[-1].upper())] if self.letter else []
+        numbers = read_numbers(groups[: len(self.int_slots)])
         if numbers is None:
             return ParsedAction(self.format_error(), False, {})
-        action = np.asarray([1, *(clamp_decimal(n) for n in numbers)], np.int32)
+        action = np.asarray([1, *(clamp_decimal(n) for n in numbers), *letters], np.int32)
         return ParsedAction(action, True, dict(zip(self.int_slots, numbers, strict=True)))
 
     def render(self, action: np.ndarray) -> str:
-        """``\\boxed{n_0 n_1 ...}`` (negative numbers written as 0); a format-error
-        action (first entry <= 0) gives ``\\boxed{}``."""
+        """``\\boxed{n_0 n_1 ...}`` (negative numbers written as 0; then the letter); a
+        format-error action (first entry <= 0) gives ``\\boxed{}``."""
         action = np.asarray(action)
         if int(action[0]) <= 0:
             return "\\boxed{}"
-        return "\\boxed{" + " ".join(str(max(int(v), 0)) for v in action[1:]) + "}"
+        count = len(self.int_slots)
+        fields = [str(max(int(v), 0)) for v in action[1 : 1 + count]]
+        if self.letter:
+            fields.append(self.LETTERS[min(max(int(action[-1]), 1), 26) - 1])
+        return "\\boxed{" + " ".join(fields) + "}"
 
     def device_reader(self) -> Reader:
-        return FieldsReader(self.int_slots)
+        return FieldsReader(self.int_slots, letters=self.LETTERS if self.letter else "")
 
 
 class BoxedCommand(NumberFields):
@@ -192,8 +211,10 @@ def _codes(text: str, width: int) -> np.ndarray:
 
 
 class FieldsReader(Reader):
-    """An optional command word, then a fixed count of numbers (:class:`BoxedInt`,
-    :class:`BoxedInts`, :class:`BoxedCommand`); each field is one echo slot."""
+    """An optional command word, then a fixed count of numbers, then an optional
+    letter (:class:`BoxedInt`, :class:`BoxedInts`, :class:`BoxedCommand`); the word
+    and each number are one echo slot, the letter (upper-cased, one of ``letters``)
+    is its code in the action."""
 
     def __init__(
         self,
@@ -201,11 +222,13 @@ class FieldsReader(Reader):
         commands: tuple[str, ...] = (),
         word_slot: str | None = None,
         scalar: bool = False,
+        letters: str = "",
     ) -> None:
         self.int_slots = int_slots
         self.commands = commands
         self.word_slot = word_slot
         self.scalar = scalar
+        self.letters = letters
         self.offset = int(word_slot is not None)
         self.scatter_slots = ((word_slot,) if word_slot is not None else ()) + int_slots
         self.slots = self.scatter_slots
@@ -214,15 +237,22 @@ class FieldsReader(Reader):
         self.limit = int_digit_limit()
 
     def case_map(self, char: str) -> str:
-        return char.lower() if self.word_slot is not None else char
+        if self.word_slot is not None:
+            return char.lower()
+        return char.upper() if self.letters else char
+
+    @property
+    def alphabet(self) -> str:
+        return self.letters
 
     def init(self) -> Any:
-        """(:class:`Numbers`, bool[C] the word still spells command ``c``, int32 word length)."""
+        """(:class:`Numbers`, bool[C] the word still spells command ``c``, int32 word
+        length, int32 the letter's code)."""
         matches = jnp.zeros(len(self.commands), jnp.bool_)
-        return numbers_init(len(self.int_slots)), matches, jnp.int32(0)
+        return numbers_init(len(self.int_slots)), matches, jnp.int32(0), jnp.int32(0)
 
     def step(self, carry: Any, feat: Feature) -> tuple[Any, tuple[Write, Write]]:
-        numbers, matches, word_len = carry
+        numbers, matches, word_len, letter = carry
         numbers, run_pos, digit_pos = numbers_step(numbers, feat, self.offset, self.limit)
         in_word = (numbers.field < self.offset) & (feat.space == 0)
         table = jnp.asarray(self.command_table)
@@ -230,6 +260,8 @@ class FieldsReader(Reader):
         spelled = ((run_pos == 0) | matches) & (expected == feat.mapped)
         matches = jnp.where(in_word, spelled, matches)
         word_len = jnp.where(in_word, run_pos + 1, word_len)
+        in_letter = (numbers.field == self.offset + len(self.int_slots)) & (feat.space == 0)
+        letter = jnp.where(in_letter, feat.code, letter)
         is_digit = feat.digit >= 0
         write = echo_write(
             numbers.field,
@@ -237,12 +269,12 @@ class FieldsReader(Reader):
             jnp.where(is_digit, 48 + feat.digit, feat.mapped),
             is_digit | in_word,
         )
-        return (numbers, matches, word_len), (write, no_write())
+        return (numbers, matches, word_len, letter), (write, no_write())
 
     def finish(
         self, carry: Any, found: jax.Array, rows: jax.Array
     ) -> tuple[jax.Array, jax.Array, dict[str, tuple[jax.Array, jax.Array]]]:
-        numbers, matches, word_len = carry
+        numbers, matches, word_len, letter = carry
         ok = found & ~numbers.too_long
         echoes: dict[str, tuple[jax.Array, jax.Array]] = {}
         head: list[jax.Array] = []
@@ -257,8 +289,9 @@ class FieldsReader(Reader):
         sig = jnp.maximum(numbers.sig, 1)
         for i, slot in enumerate(self.int_slots):
             echoes[slot] = (rows[self.offset + i], sig[i])
+        tail = [letter[None]] if self.letters else []
         action = (
-            jnp.concatenate([jnp.stack(head).astype(jnp.int32), numbers.values])
+            jnp.concatenate([jnp.stack(head).astype(jnp.int32), numbers.values, *tail])
             if head
             else numbers.values
         )
