@@ -57,11 +57,11 @@ from gemjax.core import (
     GemMirror,
     Rewards,
     TimeStep,
-    Variant,
     check_int_action,
     gem_ending,
 )
 from gemjax.envs.word_grid import (
+    GridWordsConfig,
     grid_side,
     longest_first,
     pick_weighted,
@@ -80,7 +80,6 @@ LETTERS = string.ascii_lowercase + string.ascii_uppercase
 ALPHABET = len(string.ascii_uppercase)
 BLANK = ALPHABET + 1  # the code of a cell to fill in the board
 RANDOM_NUM_WORDS, RANDOM_MAX_TURNS = 3, 20  # GEM's intended -random: hardcore drawn
-MAX_NUM_WORDS = 12
 GRAMMAR = BoxedInts(("row", "col"), separator=r"\s+", letter=True)
 
 
@@ -269,7 +268,11 @@ def upper_codes(codes: jax.Array) -> jax.Array:
     return jnp.where(codes > ALPHABET, codes - ALPHABET, codes).astype(jnp.int8)
 
 
-class Crosswords(Environment[CrosswordsState, CrosswordsParams], GemMirror[CrosswordsState]):
+class Crosswords(
+    GridWordsConfig,
+    Environment[CrosswordsState, CrosswordsParams],
+    GemMirror[CrosswordsState],
+):
     """Crosswords as a kernel. See the module docstring for rules and shapes.
 
     Args:
@@ -286,50 +289,22 @@ class Crosswords(Environment[CrosswordsState, CrosswordsParams], GemMirror[Cross
     def __init__(
         self, hardcore: bool | None = False, max_turns: int | None = 100, num_words: int | None = 5
     ) -> None:
-        self.variant = Variant.of(
-            {
-                "hardcore": None if hardcore is None else int(bool(hardcore)),
-                "max_turns": max_turns,
-                "num_words": num_words,
-            },
-            random_values=(1, RANDOM_MAX_TURNS, RANDOM_NUM_WORDS),
-            check=self._check,
-        )
-        self.randomize = self.variant.randomize
-        hard, turns, count = self.variant.values
+        hard = self.configure(hardcore, max_turns, num_words, RANDOM_MAX_TURNS, RANDOM_NUM_WORDS)
         bank = word_bank()
         self.hardcore = bool(hard)  # the fixed mode (unused by -random)
         self.modes = bank.modes if self.randomize else bank.modes[hard : hard + 1]
-        self.num_words = count
-        self.turn_capacity = turns
         longest = int(bank.lengths[self.modes.reshape(-1)].max())
         self.max_side = int(grid_side(jnp.int32(longest)))
         self.messages = messages()
-        self.suffix = suffix_for(self.max_side, count)
+        self.suffix = suffix_for(self.max_side, self.num_words)
         self.grammar = GRAMMAR
-
-    @staticmethod
-    def _check(hardcore: int, max_turns: int, num_words: int) -> None:
-        if not 1 <= max_turns <= 10_000:
-            raise ValueError(f"max_turns must be in 1..10000, got {max_turns}")
-        if not 1 <= num_words <= MAX_NUM_WORDS:
-            raise ValueError(f"num_words must be in 1..{MAX_NUM_WORDS}, got {num_words}")
-
-    @property
-    def config(self) -> tuple[Any, ...]:
-        return self.variant.config
 
     @property
     def default_params(self) -> CrosswordsParams:
         return CrosswordsParams(max_turns=jnp.int32(self.turn_capacity))
 
     def validate_params(self, params: CrosswordsParams) -> None:
-        turns = int(params.max_turns)
-        if not 1 <= turns <= self.turn_capacity:
-            raise ValueError(
-                f"max_turns must be in 1..{self.turn_capacity} (this env's capacity; make "
-                f"the env with a larger max_turns), got {turns}"
-            )
+        self.check_max_turns(params.max_turns)
 
     def action_space(self, params: CrosswordsParams) -> MultiDiscrete:
         """``[ok in 0..1, row and col in 0..S, letter in 0..26]``: ``ok == 0`` or

@@ -35,12 +35,75 @@ one GEM still lists.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from gemjax.core import Variant
 from gemjax.rng import below
+
+#: The most words a WordSearch or Crosswords grid holds (``num_words``).
+MAX_NUM_WORDS = 12
+
+
+class GridWordsConfig:
+    """The configuration WordSearch and Crosswords share (a mixin of their env
+    classes): GEM's ``(hardcore, max_turns, num_words)``, where None anywhere makes
+    the ``-random`` variant (easy or hard words drawn at every reset, with the game's
+    fixed ``random_turns`` and ``random_words``), and ``max_turns`` a param up to the
+    configured value."""
+
+    variant: Variant
+    randomize: bool
+    num_words: int
+    turn_capacity: int
+
+    def configure(
+        self,
+        hardcore: bool | None,
+        max_turns: int | None,
+        num_words: int | None,
+        random_turns: int,
+        random_words: int,
+    ) -> int:
+        """Sets :attr:`variant`, :attr:`randomize`, :attr:`num_words` and
+        :attr:`turn_capacity` (``ValueError`` for impossible values); returns the
+        fixed mode (1 for the hard words; unused by ``-random``)."""
+        self.variant = Variant.of(
+            {
+                "hardcore": None if hardcore is None else int(bool(hardcore)),
+                "max_turns": max_turns,
+                "num_words": num_words,
+            },
+            random_values=(1, random_turns, random_words),
+            check=self._check,
+        )
+        self.randomize = self.variant.randomize
+        hard, self.turn_capacity, self.num_words = self.variant.values
+        return int(hard)
+
+    @staticmethod
+    def _check(hardcore: int, max_turns: int, num_words: int) -> None:
+        if not 1 <= max_turns <= 10_000:
+            raise ValueError(f"max_turns must be in 1..10000, got {max_turns}")
+        if not 1 <= num_words <= MAX_NUM_WORDS:
+            raise ValueError(f"num_words must be in 1..{MAX_NUM_WORDS}, got {num_words}")
+
+    @property
+    def config(self) -> tuple[Any, ...]:
+        return self.variant.config
+
+    def check_max_turns(self, max_turns: jax.Array) -> None:
+        """``ValueError`` unless the param ``max_turns`` is in ``1..turn_capacity``."""
+        turns = int(max_turns)
+        if not 1 <= turns <= self.turn_capacity:
+            raise ValueError(
+                f"max_turns must be in 1..{self.turn_capacity} (this env's capacity; make "
+                f"the env with a larger max_turns), got {turns}"
+            )
 
 
 class Placement(struct.PyTreeNode):

@@ -54,11 +54,16 @@ from gemjax.core import (
     GemMirror,
     Rewards,
     TimeStep,
-    Variant,
     check_int_action,
     gem_ending,
 )
-from gemjax.envs.word_grid import grid_side, longest_first, place_words, sample_distinct
+from gemjax.envs.word_grid import (
+    GridWordsConfig,
+    grid_side,
+    longest_first,
+    place_words,
+    sample_distinct,
+)
 from gemjax.envs.words import word_list
 from gemjax.rng import below, bits, mixed_words
 from gemjax.spaces import MultiDiscrete
@@ -69,7 +74,6 @@ from gemjax.text.templates import Board, Choice, Int, MessageTable, SymbolList, 
 SYMBOLS = string.ascii_uppercase + "-"
 LISTS = ("en-basic", "en")  # GEM: words("en-basic") unless hardcore
 RANDOM_NUM_WORDS, RANDOM_MAX_TURNS = 5, 20  # GEM's -random: hardcore drawn, these fixed
-MAX_NUM_WORDS = 12
 #: Attempts recorded beyond ``max_turns`` (GEM keeps stepping after the end; later
 #: attempts are not recorded, so "already tried" cannot fire for them).
 HISTORY_SLACK = 32
@@ -273,7 +277,11 @@ def pack_attempt(coords: jax.Array) -> jax.Array:
     return jnp.sum(jnp.left_shift(coords, shifts), axis=-1).astype(jnp.int32)
 
 
-class WordSearch(Environment[WordSearchState, WordSearchParams], GemMirror[WordSearchState]):
+class WordSearch(
+    GridWordsConfig,
+    Environment[WordSearchState, WordSearchParams],
+    GemMirror[WordSearchState],
+):
     """WordSearch as a kernel. See the module docstring for rules and shapes.
 
     Args:
@@ -291,36 +299,13 @@ class WordSearch(Environment[WordSearchState, WordSearchParams], GemMirror[WordS
     def __init__(
         self, hardcore: bool | None = False, max_turns: int | None = 20, num_words: int | None = 5
     ) -> None:
-        self.variant = Variant.of(
-            {
-                "hardcore": None if hardcore is None else int(bool(hardcore)),
-                "max_turns": max_turns,
-                "num_words": num_words,
-            },
-            random_values=(1, RANDOM_MAX_TURNS, RANDOM_NUM_WORDS),
-            check=self._check,
-        )
-        self.randomize = self.variant.randomize
-        hard, turns, count = self.variant.values
+        hard = self.configure(hardcore, max_turns, num_words, RANDOM_MAX_TURNS, RANDOM_NUM_WORDS)
         self.lists = LISTS if self.randomize else (LISTS[hard],)
-        self.num_words = count
-        self.turn_capacity = turns
         self.longest = max(word_pool(name)[0].shape[1] for name in self.lists)
         self.max_side = int(grid_side(jnp.int32(self.longest)))
         self.messages = messages_for(self.longest)
         self.suffix = suffix_for(self.max_side)
         self.grammar = GRAMMAR
-
-    @staticmethod
-    def _check(hardcore: int, max_turns: int, num_words: int) -> None:
-        if not 1 <= max_turns <= 10_000:
-            raise ValueError(f"max_turns must be in 1..10000, got {max_turns}")
-        if not 1 <= num_words <= MAX_NUM_WORDS:
-            raise ValueError(f"num_words must be in 1..{MAX_NUM_WORDS}, got {num_words}")
-
-    @property
-    def config(self) -> tuple[Any, ...]:
-        return self.variant.config
 
     @property
     def default_params(self) -> WordSearchParams:
@@ -330,12 +315,7 @@ class WordSearch(Environment[WordSearchState, WordSearchParams], GemMirror[WordS
         )
 
     def validate_params(self, params: WordSearchParams) -> None:
-        turns = int(params.max_turns)
-        if not 1 <= turns <= self.turn_capacity:
-            raise ValueError(
-                f"max_turns must be in 1..{self.turn_capacity} (this env's capacity; make "
-                f"the env with a larger max_turns), got {turns}"
-            )
+        self.check_max_turns(params.max_turns)
         if len(params.pools) != len(self.lists):
             raise ValueError(f"params.pools must hold {len(self.lists)} pools ({self.lists})")
         for pool in params.pools:
