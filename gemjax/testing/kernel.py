@@ -41,6 +41,15 @@ def lane(tree: Any, i: int) -> Any:
     return jax.tree.map(lambda x: x[i], tree)
 
 
+def batched_resets(env: Environment, count: int, seed: int) -> Any:
+    """``count`` resets of ``env`` under its default params, from the keys of
+    ``jax.random.split(jax.random.key(seed), count)``, in one jitted vmap; the states
+    as host arrays (for statistics of generated levels and grids)."""
+    keys = jax.random.split(jax.random.key(seed), count)
+    states, _ = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, env.default_params)
+    return jax.device_get(states)
+
+
 def adversarial_actions(env: Environment) -> ActionFn:
     """Kernel actions reaching every branch: half are drawn from
     :meth:`~gemjax.core.Environment.action_space` (whose layout holds format errors,

@@ -86,13 +86,7 @@ def test_word_bank_is_gems_file():
 def kernel_resets():
     """Per id, 400 kernel resets (host arrays)."""
 
-    def resets(env_id: str) -> object:
-        env = gemjax.make(env_id)
-        keys = jax.random.split(jax.random.key(5), 400)
-        states, _ = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, env.default_params)
-        return jax.device_get(states)
-
-    return {env_id: resets(env_id) for env_id in IDS}
+    return {env_id: testing.batched_resets(gemjax.make(env_id), 400, 5) for env_id in IDS}
 
 
 FEATURES = ("side", "listed", "hardcore", "crossed", "letter_cells", "first_down")
