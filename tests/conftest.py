@@ -32,6 +32,16 @@ from gemjax.testing import preserved_global_rng
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The suite compiles far more than it runs (small batches, few steps), and LLVM's
+# optimisation passes are most of an XLA:CPU compile: level 0 halves the bridge
+# tests' time. XLA's own (HLO) passes still run, so what is tested is what ships, but
+# for the machine code's speed. GEMJAX_TEST_XLA_OPTIMIZE=1 keeps the default level.
+# XLA reads XLA_FLAGS when the first computation starts the backend, which is after
+# this file runs; subprocesses started by tests inherit it.
+TEST_XLA_FLAGS = "--xla_backend_optimization_level=0"
+if os.environ.get("GEMJAX_TEST_XLA_OPTIMIZE") != "1":
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
+
 if os.environ.get("GEMJAX_TEST_JAX_CACHE") == "1":
     jax.config.update("jax_compilation_cache_dir", str(REPO / ".jax_cache"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)

@@ -797,12 +797,15 @@ class TokenRollout:
         model = self.model(params)
         length = self.config.stream_tokens if length is None else length
         tokens, positions, mask, targets = replay_stream(traj, length)
-        logits, _ = model(tokens, positions, None, mask)
-        log_p = tempered_log_softmax(logits, self.config.temperature)  # [B, N, V]
+        logits, _ = model(tokens, positions, None, mask)  # [B, N, V]
         batch, turns, size = targets.shape[1], targets.shape[0], targets.shape[2]
         flat = jnp.transpose(targets, (1, 0, 2)).reshape(batch, turns * size)
+        # Only the T * K response positions' rows are normalised: a log-softmax over
+        # all N positions would hold N / (T * K) times the memory, and its gradient too.
+        at_responses = jnp.take_along_axis(logits, flat[:, :, None], axis=1)  # [B, T*K, V]
+        log_p = tempered_log_softmax(at_responses, self.config.temperature)
         rows = jnp.transpose(self.rows(traj.response_ids), (1, 0, 2)).reshape(batch, -1)
-        picked = log_p[jnp.arange(batch)[:, None], flat, rows]
+        picked = jnp.take_along_axis(log_p, rows[:, :, None], axis=2)[:, :, 0]
         picked = jnp.transpose(picked.reshape(batch, turns, size), (1, 0, 2))
         return jnp.where(traj.response_mask, picked, 0.0)
 

@@ -536,7 +536,9 @@ from gemjax.train.token_trainer import TokenTrainConfig
 
 assert jax.device_count() == 8, jax.devices()
 folder = sys.argv[1]
-loop = TokenLoopConfig(horizon=2, context=224, response_tokens=6, prefill_chunk=64)
+loop = TokenLoopConfig(
+    horizon=2, context=224, response_tokens=6, prefill_chunk=64, replay_tokens=192
+)
 config = TokenTrainConfig(env_id="game:GuessTheNumber-v0-easy", loop=loop, num_episodes=4,
                           num_updates=1, warmup_updates=0, eval_every=1, eval_episodes=4,
                           replay_episodes=4, learning_rate=1e-2)
@@ -570,7 +572,8 @@ def test_sharded_over_8_devices_matches_one(qwen3_folder):
     """Weights over an (fsdp, tp) mesh by tunix's annotations, episodes over a batch
     axis (2 x 2 x 2 forced host devices): the rollout and one ReBN update equal one
     device's."""
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"
+    env = {**os.environ, "XLA_FLAGS": flags.strip()}
     env["JAX_PLATFORMS"] = "cpu"
     done = subprocess.run(
         [sys.executable, "-c", SHARDED_SCRIPT, str(qwen3_folder[0])],

@@ -38,7 +38,8 @@ SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_sharded_training_matches_one_device():
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"
+    env = {**os.environ, "XLA_FLAGS": flags.strip()}
     env["JAX_PLATFORMS"] = "cpu"
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300
