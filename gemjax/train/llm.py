@@ -197,6 +197,26 @@ class PretrainedLM(nnx.Module):
         }
         return self._rows(logits), new_cache
 
+    def logits_at(
+        self, tokens: jax.Array, positions: jax.Array, attention_mask: jax.Array, at: jax.Array
+    ) -> jax.Array:
+        """float32[B, M, V]: the cache-free pass's logits at int32[B, M] indices ``at``
+        of ``tokens`` (:class:`~gemjax.train.lm.SelectiveLogits`).
+
+        tunix's model records its final-norm output when asked
+        (``output_hidden_states``); its own output layer (the tied embedding's
+        ``decode`` or ``lm_head``) is applied to the ``M`` picked rows, and the
+        logits of every position, unused, are left to XLA's dead-code elimination."""
+        model = self._current()
+        model(tokens, positions, None, attention_mask, output_hidden_states=True)
+        (hidden,) = jax.tree.leaves(nnx.pop(model, nnx.Intermediate))
+        picked = jnp.take_along_axis(hidden, at[:, :, None], axis=1)
+        if model.config.use_tied_embedding:
+            logits = model.embedder.decode(picked)
+        else:
+            logits = model.lm_head(picked)
+        return self._rows(logits.astype(jnp.float32))
+
     def _current(self) -> Any:
         """The tunix model rebuilt at the current trace level (qwix's LoRA layers
         record attributes on each call, which nnx allows only there)."""

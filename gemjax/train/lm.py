@@ -16,6 +16,16 @@ the JAX ecosystem (Tunix's Flax NNX Qwen3, Gemma): a :class:`CausalLM` is an
 * ``token_ids``: int32[V], the tokenizer id of each row of the embedding and of the
   logits (``arange(V)`` for a model over a tokenizer's whole vocabulary), sorted.
 
+A model may also offer ``model.logits_at(tokens, positions, attention_mask, at)``
+(:class:`SelectiveLogits`): the logits of a cache-free pass at int32[B, M] indices
+``at`` of the ``L`` tokens only, float32[B, M, V], equal to
+``model(tokens, positions, None, attention_mask)[0]`` gathered at ``at`` but with the
+output layer applied to those ``M`` positions alone. The learner's replay
+(:meth:`~gemjax.train.token_rollout.TokenRollout.response_log_probs`) needs the
+logits of the response tokens only, a few of each stream's positions: with a
+tokenizer-sized vocabulary (Qwen3's 151,936 rows) the full ``[B, L, V]`` logits and
+their gradient are most of the update's memory.
+
 The token rollout (:mod:`gemjax.train.token_rollout`) lays each episode out with
 slot = position, so a query at position ``p`` reads the slots ``<= p``
 (:func:`causal_mask`), and a step that re-encodes the end of a prompt simply
@@ -56,6 +66,37 @@ class CausalLM(Protocol):
     ) -> tuple[jax.Array, Any]: ...
 
     def init_cache(self, batch: int, length: int) -> Any: ...
+
+
+@runtime_checkable
+class SelectiveLogits(Protocol):
+    """A :class:`CausalLM` that computes a cache-free pass's logits at chosen
+    positions only (see the module docstring)."""
+
+    def logits_at(
+        self,
+        tokens: jax.Array,
+        positions: jax.Array,
+        attention_mask: jax.Array,
+        at: jax.Array,
+    ) -> jax.Array: ...
+
+
+def logits_at(
+    model: CausalLM,
+    tokens: jax.Array,
+    positions: jax.Array,
+    attention_mask: jax.Array,
+    at: jax.Array,
+) -> jax.Array:
+    """float32[B, M, V]: the logits of a cache-free pass over int32[B, L] ``tokens``
+    (bool[B, L, L] ``attention_mask``) at int32[B, M] indices ``at`` of the ``L``
+    tokens: the model's own ``logits_at`` where it has one (:class:`SelectiveLogits`),
+    else its full pass gathered."""
+    if isinstance(model, SelectiveLogits):
+        return model.logits_at(tokens, positions, attention_mask, at)
+    logits, _ = model(tokens, positions, None, attention_mask)
+    return jnp.take_along_axis(logits, at[:, :, None], axis=1)
 
 
 class LayerCache(NamedTuple):
@@ -220,14 +261,34 @@ class TinyLM(nnx.Module):
     ) -> tuple[jax.Array, tuple[LayerCache, ...] | None]:
         """Logits float32[B, L, V] of the next token after each of ``tokens``
         (int32[B, L] tokenizer ids), and the cache with their keys and values."""
+        x, new_cache = self._trunk(tokens, positions, cache, attention_mask)
+        return self.head(self.final_norm(x)), new_cache
+
+    def logits_at(
+        self, tokens: jax.Array, positions: jax.Array, attention_mask: jax.Array, at: jax.Array
+    ) -> jax.Array:
+        """float32[B, M, V]: the cache-free pass's logits at int32[B, M] indices ``at``
+        of ``tokens`` (the head applied there only; see :class:`SelectiveLogits`)."""
+        x, _ = self._trunk(tokens, positions, None, attention_mask)
+        picked = jnp.take_along_axis(x, at[:, :, None], axis=1)
+        return self.head(self.final_norm(picked))
+
+    def _trunk(
+        self,
+        tokens: jax.Array,
+        positions: jax.Array,
+        cache: tuple[LayerCache, ...] | None,
+        attention_mask: jax.Array,
+    ) -> tuple[jax.Array, tuple[LayerCache, ...] | None]:
+        """float32[B, L, width]: the last block's output over int32[B, L] ``tokens``
+        (before the final norm), and the updated cache (None without one)."""
         x = self.embed(self.rows(tokens))
         new_cache: list[LayerCache] = []
         for index, block in enumerate(self.blocks):
             x, layer = block(x, positions, None if cache is None else cache[index], attention_mask)
             if layer is not None:
                 new_cache.append(layer)
-        logits = self.head(self.final_norm(x))
-        return logits, None if cache is None else tuple(new_cache)
+        return x, None if cache is None else tuple(new_cache)
 
     def init_cache(self, batch: int, length: int) -> tuple[LayerCache, ...]:
         """An empty cache of ``length`` slots for ``batch`` lanes."""

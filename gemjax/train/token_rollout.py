@@ -69,7 +69,7 @@ from gemjax.core import Environment
 from gemjax.rng import split
 from gemjax.tokenizer_bridge.bridge import Prompt, TokenBridge
 from gemjax.tokenizer_bridge.tokenizers import token_bytes
-from gemjax.train.lm import CausalLM, causal_mask
+from gemjax.train.lm import CausalLM, causal_mask, logits_at
 from gemjax.train.rollout import EpisodeMetrics
 
 CLOSING = b"}"
@@ -797,12 +797,12 @@ class TokenRollout:
         model = self.model(params)
         length = self.config.stream_tokens if length is None else length
         tokens, positions, mask, targets = replay_stream(traj, length)
-        logits, _ = model(tokens, positions, None, mask)  # [B, N, V]
         batch, turns, size = targets.shape[1], targets.shape[0], targets.shape[2]
         flat = jnp.transpose(targets, (1, 0, 2)).reshape(batch, turns * size)
-        # Only the T * K response positions' rows are normalised: a log-softmax over
-        # all N positions would hold N / (T * K) times the memory, and its gradient too.
-        at_responses = jnp.take_along_axis(logits, flat[:, :, None], axis=1)  # [B, T*K, V]
+        # The logits of the T * K response positions only, not of all N (see
+        # SelectiveLogits): with a tokenizer-sized vocabulary, [B, N, V] logits and
+        # their gradient would be most of the update's memory.
+        at_responses = logits_at(model, tokens, positions, mask, flat)  # [B, T*K, V]
         log_p = tempered_log_softmax(at_responses, self.config.temperature)
         rows = jnp.transpose(self.rows(traj.response_ids), (1, 0, 2)).reshape(batch, -1)
         picked = jnp.take_along_axis(log_p, rows[:, :, None], axis=2)[:, :, 0]

@@ -38,7 +38,7 @@ from gemjax.train.llm import (  # noqa: E402
     run_pretrained,
     with_lora,
 )
-from gemjax.train.lm import CausalLM, causal_mask  # noqa: E402
+from gemjax.train.lm import CausalLM, SelectiveLogits, causal_mask  # noqa: E402
 from gemjax.train.token_rollout import Generated, TokenLoopConfig, prefill  # noqa: E402
 from gemjax.train.token_trainer import TokenTrainConfig  # noqa: E402
 
@@ -228,6 +228,28 @@ def test_qwen2_untied_logits_equal_the_reference(tmp_path, tied, sample_ids):
     logits = np.asarray(jax.jit(policy.logits)(jnp.asarray(sample_ids[:1])))
     want = reference_logits(config, weights, sample_ids[0])[:, policy.token_ids]
     np.testing.assert_allclose(logits[0], want, **TOLERANCE)
+
+
+@pytest.mark.parametrize("model_type", ["qwen3", "qwen2"])
+def test_logits_at_equals_the_full_pass_gathered(qwen3, sample_ids, tmp_path, model_type):
+    """tunix's output layer applied at chosen positions only (tied Qwen3, untied
+    Qwen2) equals the full pass's logits there (1e-4)."""
+    if model_type == "qwen3":
+        policy, _ = qwen3
+    else:
+        write_folder(tmp_path, "qwen2", tied=False, seed=1)
+        policy, _ = load_pretrained(tmp_path)
+    assert isinstance(policy, SelectiveLogits)
+    ids = jnp.asarray(sample_ids)
+    batch, length = ids.shape
+    positions = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), ids.shape)
+    mask = causal_mask(positions, length)
+    at = jnp.asarray([[0, length - 1, 3], [2, 2, length - 1]], jnp.int32)
+    got = np.asarray(jax.jit(policy.logits_at)(ids, positions, mask, at))
+    full = np.asarray(jax.jit(policy.logits)(ids))
+    assert got.shape == (batch, 3, policy.token_ids.size) and got.dtype == np.float32
+    want = np.take_along_axis(full, np.asarray(at)[:, :, None], axis=1)
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("spare_slots", [64, 0])
@@ -536,9 +558,7 @@ from gemjax.train.token_trainer import TokenTrainConfig
 
 assert jax.device_count() == 8, jax.devices()
 folder = sys.argv[1]
-loop = TokenLoopConfig(
-    horizon=2, context=224, response_tokens=6, prefill_chunk=64, replay_tokens=192
-)
+loop = TokenLoopConfig(horizon=2, context=224, response_tokens=6, prefill_chunk=64)
 config = TokenTrainConfig(env_id="game:GuessTheNumber-v0-easy", loop=loop, num_episodes=4,
                           num_updates=1, warmup_updates=0, eval_every=1, eval_episodes=4,
                           replay_episodes=4, learning_rate=1e-2)

@@ -19,7 +19,14 @@ import gemjax
 import gemjax.gem
 from gemjax.tokenizer_bridge import TokenBridge, load_tokenizer
 from gemjax.tokenizer_bridge.bridge import CHAT_PREFIX, CHAT_TAIL
-from gemjax.train.lm import CausalLM, TinyLM, TinyLMConfig, causal_mask
+from gemjax.train.lm import (
+    CausalLM,
+    SelectiveLogits,
+    TinyLM,
+    TinyLMConfig,
+    causal_mask,
+    logits_at,
+)
 from gemjax.train.token_agent import HostAgent, evaluate_on_host, seed_reset_keys
 from gemjax.train.token_rollout import (
     TokenLoopConfig,
@@ -106,6 +113,41 @@ def test_kv_cache_decoding_equals_a_full_forward_pass():
         logits, cache = model(tokens[:, start:stop], piece, cache, causal_mask(piece, slots))
         pieces.append(logits)
     np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, atol=1e-5, rtol=0)
+
+
+class FullPassOnly:
+    """A :class:`CausalLM` without ``logits_at``: a model that only has the call."""
+
+    def __init__(self, model: TinyLM) -> None:
+        self.model, self.token_ids = model, model.token_ids
+
+    def __call__(self, *args):
+        return self.model(*args)
+
+    def init_cache(self, batch: int, length: int):
+        return self.model.init_cache(batch, length)
+
+
+def test_logits_at_equals_the_full_pass_gathered():
+    """TinyLM's head applied at chosen positions only, and the gather of the full pass
+    a model without ``logits_at`` gets, both equal the full pass's rows (1e-5)."""
+    model = TinyLM(np.arange(100, 200, dtype=np.int32), MODEL, nnx.Rngs(1))
+    batch, length = 3, 20
+    tokens = jax.random.randint(jax.random.key(2), (batch, length), 100, 200)
+    positions = jnp.broadcast_to(jnp.arange(length), (batch, length))
+    mask = causal_mask(positions, length)
+    at = jnp.asarray([[0, 5, 19, 19], [3, 4, 5, 6], [18, 0, 9, 1]], jnp.int32)
+    full, _ = model(tokens, positions, None, mask)
+    want = np.take_along_axis(np.asarray(full), np.asarray(at)[:, :, None], axis=1)
+    plain = FullPassOnly(model)
+    assert isinstance(model, SelectiveLogits) and not isinstance(plain, SelectiveLogits)
+    assert isinstance(plain, CausalLM)
+    for which in (model, plain):
+        got = jax.jit(lambda t, p, m, a, which=which: logits_at(which, t, p, m, a))(
+            tokens, positions, mask, at
+        )
+        assert got.shape == (batch, 4, 100)
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 
 
 @pytest.fixture(scope="module")
