@@ -117,6 +117,34 @@ def _tunix(family: Family) -> tuple[Any, Any]:
     return model, params
 
 
+Cache = dict[str, dict[str, jax.Array]]
+"""tunix's KV cache: per layer name, ``k``/``v`` [B, slots, kv_heads, head_dim] and
+``end_index`` int32[B]."""
+
+
+def _apply(
+    model: Any,
+    tokens: jax.Array,
+    positions: jax.Array,
+    cache: Cache | None,
+    attention_mask: jax.Array,
+    at: jax.Array | None,
+) -> tuple[jax.Array, Cache | None]:
+    """A tunix model's call: its logits float32[B, L, V] over its rows (``at`` None),
+    or those at int32[B, M] indices ``at`` only, its output layer applied there
+    alone (the final-norm output it sows on ``output_hidden_states``)."""
+    if at is None:
+        return model(tokens, positions, cache, attention_mask)
+    _, cache = model(tokens, positions, cache, attention_mask, output_hidden_states=True)
+    (hidden,) = jax.tree.leaves(nnx.pop(model, nnx.Intermediate))
+    picked = jnp.take_along_axis(hidden, at[:, :, None], axis=1)
+    if model.config.use_tied_embedding:
+        logits = model.embedder.decode(picked)
+    else:
+        logits = model.lm_head(picked)
+    return logits.astype(jnp.float32), cache
+
+
 class PretrainedLM(nnx.Module):
     """A tunix causal LM on gemjax's :class:`~gemjax.train.lm.CausalLM` interface.
 
@@ -157,17 +185,45 @@ class PretrainedLM(nnx.Module):
         self,
         tokens: jax.Array,
         positions: jax.Array,
-        cache: dict[str, dict[str, jax.Array]] | None,
+        cache: Cache | None,
         attention_mask: jax.Array,
-    ) -> tuple[jax.Array, dict[str, dict[str, jax.Array]] | None]:
+    ) -> tuple[jax.Array, Cache | None]:
         """Logits float32[B, L, V] after each of ``tokens`` (int32[B, L] tokenizer
         ids at int32[B, L] ``positions``) and the cache holding their keys.
 
         ``attention_mask`` is bool[B, L, S] over the ``S`` slots of the context
         with a cache (from :meth:`init_cache`, whose spare slots it does not
         cover), bool[B, L, L] without one (``cache=None``)."""
+        return self._forward(tokens, positions, cache, attention_mask, None)
+
+    def logits_at(
+        self,
+        tokens: jax.Array,
+        positions: jax.Array,
+        cache: Cache | None,
+        attention_mask: jax.Array,
+        at: jax.Array,
+    ) -> tuple[jax.Array, Cache | None]:
+        """The call's logits at int32[B, M] indices ``at`` of ``tokens`` only,
+        float32[B, M, V], and the cache (:class:`~gemjax.train.lm.SelectiveLogits`).
+
+        tunix's model records its final-norm output when asked
+        (``output_hidden_states``); its own output layer (the tied embedding's
+        ``decode`` or ``lm_head``) is applied to the ``M`` picked rows, and the
+        logits of every position, unused, are left to XLA's dead-code elimination."""
+        return self._forward(tokens, positions, cache, attention_mask, at)
+
+    def _forward(
+        self,
+        tokens: jax.Array,
+        positions: jax.Array,
+        cache: Cache | None,
+        attention_mask: jax.Array,
+        at: jax.Array | None,
+    ) -> tuple[jax.Array, Cache | None]:
+        """The call (``at`` None) or :meth:`logits_at`."""
         if cache is None:
-            logits, _ = self._current()(tokens, positions, None, attention_mask)
+            logits, _ = _apply(self._current(), tokens, positions, None, attention_mask, at)
             return self._rows(logits), None
         context = attention_mask.shape[-1]
         length = tokens.shape[1]
@@ -180,16 +236,17 @@ class PretrainedLM(nnx.Module):
         start = jnp.minimum(positions[:, 0], context).astype(jnp.int32)
         graph, state = nnx.split(self.model)
 
-        def lane(tokens, positions, mask, keys, start):
+        def lane(tokens, positions, mask, keys, start, at):
             one = {
                 name: {"k": k[None], "v": v[None], "end_index": start[None]}
                 for name, (k, v) in keys.items()
             }
             model = nnx.merge(graph, state)  # built inside the vmap: see _current
-            logits, one = model(tokens[None], positions[None], one, mask[None])
+            picks = None if at is None else at[None]
+            logits, one = _apply(model, tokens[None], positions[None], one, mask[None], picks)
             return logits[0], {name: (one[name]["k"][0], one[name]["v"][0]) for name in one}
 
-        logits, keys = jax.vmap(lane)(tokens, positions, mask, keys, start)
+        logits, keys = jax.vmap(lane)(tokens, positions, mask, keys, start, at)
         end = jnp.minimum(positions[:, -1] + 1, context).astype(jnp.int32)
         new_cache = {
             name: {"k": k[:, :slots], "v": v[:, :slots], "end_index": end}
@@ -197,38 +254,28 @@ class PretrainedLM(nnx.Module):
         }
         return self._rows(logits), new_cache
 
-    def logits_at(
-        self, tokens: jax.Array, positions: jax.Array, attention_mask: jax.Array, at: jax.Array
-    ) -> jax.Array:
-        """float32[B, M, V]: the cache-free pass's logits at int32[B, M] indices ``at``
-        of ``tokens`` (:class:`~gemjax.train.lm.SelectiveLogits`).
-
-        tunix's model records its final-norm output when asked
-        (``output_hidden_states``); its own output layer (the tied embedding's
-        ``decode`` or ``lm_head``) is applied to the ``M`` picked rows, and the
-        logits of every position, unused, are left to XLA's dead-code elimination."""
-        model = self._current()
-        model(tokens, positions, None, attention_mask, output_hidden_states=True)
-        (hidden,) = jax.tree.leaves(nnx.pop(model, nnx.Intermediate))
-        picked = jnp.take_along_axis(hidden, at[:, :, None], axis=1)
-        if model.config.use_tied_embedding:
-            logits = model.embedder.decode(picked)
-        else:
-            logits = model.lm_head(picked)
-        return self._rows(logits.astype(jnp.float32))
-
     def _current(self) -> Any:
         """The tunix model rebuilt at the current trace level (qwix's LoRA layers
         record attributes on each call, which nnx allows only there)."""
         graph, state = nnx.split(self.model)
         return nnx.merge(graph, state)
 
-    def init_cache(self, batch: int, length: int) -> dict[str, dict[str, jax.Array]]:
+    def init_cache(self, batch: int, length: int) -> Cache:
         """tunix's empty cache for ``batch`` lanes of ``length`` slots plus the spare
         ones: per layer ``k``/``v`` [batch, length + spare_slots, kv_heads,
         head_dim] in the model's dtype and ``end_index`` int32[batch]."""
         config = self.model.config
-        return self.model.init_cache(batch, length + self.spare_slots, config.dtype)
+        shape = (batch, length + self.spare_slots, config.num_kv_heads, config.head_dim)
+        # Built here rather than by tunix's ``init_cache``, which its Qwen2 lacks
+        # (its layers read and write the same per-layer dicts).
+        return {
+            f"layer_{index}": {
+                "k": jnp.zeros(shape, config.dtype),
+                "v": jnp.zeros(shape, config.dtype),
+                "end_index": jnp.zeros((batch,), jnp.int32),
+            }
+            for index in range(config.num_layers)
+        }
 
     def logits(self, ids: jax.Array) -> jax.Array:
         """float32[B, T, V]: the causal logits of int32[B, T] tokenizer ids at

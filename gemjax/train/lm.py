@@ -16,15 +16,16 @@ the JAX ecosystem (Tunix's Flax NNX Qwen3, Gemma): a :class:`CausalLM` is an
 * ``token_ids``: int32[V], the tokenizer id of each row of the embedding and of the
   logits (``arange(V)`` for a model over a tokenizer's whole vocabulary), sorted.
 
-A model may also offer ``model.logits_at(tokens, positions, attention_mask, at)``
-(:class:`SelectiveLogits`): the logits of a cache-free pass at int32[B, M] indices
-``at`` of the ``L`` tokens only, float32[B, M, V], equal to
-``model(tokens, positions, None, attention_mask)[0]`` gathered at ``at`` but with the
-output layer applied to those ``M`` positions alone. The learner's replay
-(:meth:`~gemjax.train.token_rollout.TokenRollout.response_log_probs`) needs the
-logits of the response tokens only, a few of each stream's positions: with a
-tokenizer-sized vocabulary (Qwen3's 151,936 rows) the full ``[B, L, V]`` logits and
-their gradient are most of the update's memory.
+A model may also offer ``model.logits_at(tokens, positions, cache, attention_mask,
+at) -> (logits, cache)`` (:class:`SelectiveLogits`): the call's logits at int32[B, M]
+indices ``at`` of the ``L`` tokens only, float32[B, M, V] (``logits[b, m]`` is the
+call's ``logits[b, at[b, m]]``), with the output layer applied to those ``M``
+positions alone. The prefill needs the logits after each prompt's last token, and the
+learner's replay
+(:meth:`~gemjax.train.token_rollout.TokenRollout.response_log_probs`) those of the
+response tokens, a few of each stream's positions: with a tokenizer-sized vocabulary
+(Qwen3's 151,936 rows), the ``[B, L, V]`` logits of every position (and in the
+learner their gradient) are most of the memory.
 
 The token rollout (:mod:`gemjax.train.token_rollout`) lays each episode out with
 slot = position, so a query at position ``p`` reads the slots ``<= p``
@@ -70,33 +71,34 @@ class CausalLM(Protocol):
 
 @runtime_checkable
 class SelectiveLogits(Protocol):
-    """A :class:`CausalLM` that computes a cache-free pass's logits at chosen
-    positions only (see the module docstring)."""
+    """A :class:`CausalLM` that computes its logits at chosen positions only (see
+    the module docstring)."""
 
     def logits_at(
         self,
         tokens: jax.Array,
         positions: jax.Array,
+        cache: Any,
         attention_mask: jax.Array,
         at: jax.Array,
-    ) -> jax.Array: ...
+    ) -> tuple[jax.Array, Any]: ...
 
 
 def logits_at(
     model: CausalLM,
     tokens: jax.Array,
     positions: jax.Array,
+    cache: Any,
     attention_mask: jax.Array,
     at: jax.Array,
-) -> jax.Array:
-    """float32[B, M, V]: the logits of a cache-free pass over int32[B, L] ``tokens``
-    (bool[B, L, L] ``attention_mask``) at int32[B, M] indices ``at`` of the ``L``
-    tokens: the model's own ``logits_at`` where it has one (:class:`SelectiveLogits`),
-    else its full pass gathered."""
+) -> tuple[jax.Array, Any]:
+    """``model``'s call over int32[B, L] ``tokens``, its logits at int32[B, M] indices
+    ``at`` of them only: (float32[B, M, V], the cache). The model's own ``logits_at``
+    where it has one (:class:`SelectiveLogits`), else its call's logits gathered."""
     if isinstance(model, SelectiveLogits):
-        return model.logits_at(tokens, positions, attention_mask, at)
-    logits, _ = model(tokens, positions, None, attention_mask)
-    return jnp.take_along_axis(logits, at[:, :, None], axis=1)
+        return model.logits_at(tokens, positions, cache, attention_mask, at)
+    logits, cache = model(tokens, positions, cache, attention_mask)
+    return jnp.take_along_axis(logits, at[:, :, None], axis=1), cache
 
 
 class LayerCache(NamedTuple):
@@ -265,13 +267,19 @@ class TinyLM(nnx.Module):
         return self.head(self.final_norm(x)), new_cache
 
     def logits_at(
-        self, tokens: jax.Array, positions: jax.Array, attention_mask: jax.Array, at: jax.Array
-    ) -> jax.Array:
-        """float32[B, M, V]: the cache-free pass's logits at int32[B, M] indices ``at``
-        of ``tokens`` (the head applied there only; see :class:`SelectiveLogits`)."""
-        x, _ = self._trunk(tokens, positions, None, attention_mask)
+        self,
+        tokens: jax.Array,
+        positions: jax.Array,
+        cache: tuple[LayerCache, ...] | None,
+        attention_mask: jax.Array,
+        at: jax.Array,
+    ) -> tuple[jax.Array, tuple[LayerCache, ...] | None]:
+        """The call's logits at int32[B, M] indices ``at`` of ``tokens`` only,
+        float32[B, M, V] (the head applied there alone), and the cache (see
+        :class:`SelectiveLogits`)."""
+        x, new_cache = self._trunk(tokens, positions, cache, attention_mask)
         picked = jnp.take_along_axis(x, at[:, :, None], axis=1)
-        return self.head(self.final_norm(picked))
+        return self.head(self.final_norm(picked)), new_cache
 
     def _trunk(
         self,

@@ -353,11 +353,16 @@ def prefill(
 
         def run(cache, last):
             positions = first[:, None] + offsets
-            logits, cache = model(
-                _take(ids, positions), positions, cache, causal_mask(positions, slots)
-            )
             at = jnp.clip(length - 1 - first, 0, chunk - 1)
-            picked = jnp.take_along_axis(logits, at[:, None, None], axis=1)[:, 0]
+            logits, cache = logits_at(
+                model,
+                _take(ids, positions),
+                positions,
+                cache,
+                causal_mask(positions, slots),
+                at[:, None],
+            )
+            picked = logits[:, 0]
             here = needed & (length - 1 - first < chunk)
             return cache, jnp.where(here[:, None], picked.astype(jnp.float32), last)
 
@@ -802,7 +807,7 @@ class TokenRollout:
         # The logits of the T * K response positions only, not of all N (see
         # SelectiveLogits): with a tokenizer-sized vocabulary, [B, N, V] logits and
         # their gradient would be most of the update's memory.
-        at_responses = logits_at(model, tokens, positions, mask, flat)  # [B, T*K, V]
+        at_responses, _ = logits_at(model, tokens, positions, None, mask, flat)  # [B, T*K, V]
         log_p = tempered_log_softmax(at_responses, self.config.temperature)
         rows = jnp.transpose(self.rows(traj.response_ids), (1, 0, 2)).reshape(batch, -1)
         picked = jnp.take_along_axis(log_p, rows[:, :, None], axis=2)[:, :, 0]

@@ -187,6 +187,14 @@ def qwen3(qwen3_folder):
 
 
 @pytest.fixture(scope="module")
+def qwen2_untied(tmp_path_factory):
+    """A tiny Qwen2 (untied output layer) and its tokenizer."""
+    path = tmp_path_factory.mktemp("qwen2-tiny")
+    write_folder(path, "qwen2", tied=False, seed=1)
+    return load_pretrained(path)
+
+
+@pytest.fixture(scope="module")
 def sample_ids(qwen3):
     _, tokenizer = qwen3
     texts = [
@@ -231,35 +239,44 @@ def test_qwen2_untied_logits_equal_the_reference(tmp_path, tied, sample_ids):
 
 
 @pytest.mark.parametrize("model_type", ["qwen3", "qwen2"])
-def test_logits_at_equals_the_full_pass_gathered(qwen3, sample_ids, tmp_path, model_type):
+def test_logits_at_equals_the_call_gathered(request, sample_ids, model_type):
     """tunix's output layer applied at chosen positions only (tied Qwen3, untied
-    Qwen2) equals the full pass's logits there (1e-4)."""
-    if model_type == "qwen3":
-        policy, _ = qwen3
-    else:
-        write_folder(tmp_path, "qwen2", tied=False, seed=1)
-        policy, _ = load_pretrained(tmp_path)
+    Qwen2) equals the call's logits there, without a cache and with one (the ids fed
+    in two pieces), and leaves the same cache (1e-4)."""
+    policy, _ = request.getfixturevalue({"qwen3": "qwen3", "qwen2": "qwen2_untied"}[model_type])
     assert isinstance(policy, SelectiveLogits)
     ids = jnp.asarray(sample_ids)
     batch, length = ids.shape
+    half, slots = length // 2, 32
     positions = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), ids.shape)
-    mask = causal_mask(positions, length)
-    at = jnp.asarray([[0, length - 1, 3], [2, 2, length - 1]], jnp.int32)
-    got = np.asarray(jax.jit(policy.logits_at)(ids, positions, mask, at))
-    full = np.asarray(jax.jit(policy.logits)(ids))
-    assert got.shape == (batch, 3, policy.token_ids.size) and got.dtype == np.float32
-    want = np.take_along_axis(full, np.asarray(at)[:, :, None], axis=1)
-    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+    at = jnp.asarray([[0, half - 1, 3], [2, 2, half - 1]], jnp.int32)
+    first, second = positions[:, :half], positions[:, half : 2 * half]
+    fill = causal_mask(first, slots)
+    _, cache = jax.jit(policy)(ids[:, :half], first, policy.init_cache(batch, slots), fill)
+    cases = [  # (tokens, positions, cache, mask)
+        (ids, positions, None, causal_mask(positions, length)),
+        (ids[:, half : 2 * half], second, cache, causal_mask(second, slots)),
+    ]
+    for args in cases:
+        want, want_cache = jax.jit(policy)(*args)
+        got, got_cache = jax.jit(policy.logits_at)(*args, at)
+        assert got.shape == (batch, 3, policy.token_ids.size) and got.dtype == np.float32
+        picked = np.take_along_axis(np.asarray(want), np.asarray(at)[:, :, None], axis=1)
+        np.testing.assert_allclose(got, picked, atol=1e-4, rtol=1e-4)
+        for x, y in zip(jax.tree.leaves(got_cache), jax.tree.leaves(want_cache), strict=True):
+            np.testing.assert_allclose(x, y, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("spare_slots", [64, 0])
-def test_kv_cache_generation_equals_the_full_pass(qwen3, sample_ids, spare_slots):
+@pytest.mark.parametrize(
+    ("model", "spare_slots"), [("qwen3", 64), ("qwen3", 0), ("qwen2_untied", 64)]
+)
+def test_kv_cache_generation_equals_the_full_pass(request, sample_ids, model, spare_slots):
     """Lanes of different lengths prefilled in pieces (lane 0's last piece runs past
     the context), then tokens fed one at a time (lane 0's run past the context
     too): each logit row whose ids all fit the context equals the cache-free pass
-    over the same ids (float32, within 1e-4). With no spare slots, each call
-    appends its own."""
-    base, _ = qwen3
+    over the same ids (float32, within 1e-4), for Qwen3 and Qwen2 (whose cache
+    gemjax builds). With no spare slots, each call appends its own."""
+    base, _ = request.getfixturevalue(model)
     policy = PretrainedLM(base.model, base.token_ids, spare_slots=spare_slots)
     batch, total = sample_ids.shape
     context = total - 4

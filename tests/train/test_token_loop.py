@@ -128,26 +128,37 @@ class FullPassOnly:
         return self.model.init_cache(batch, length)
 
 
-def test_logits_at_equals_the_full_pass_gathered():
-    """TinyLM's head applied at chosen positions only, and the gather of the full pass
-    a model without ``logits_at`` gets, both equal the full pass's rows (1e-5)."""
+def test_logits_at_equals_the_call_gathered():
+    """TinyLM's head applied at chosen positions only, and the gather of the call a
+    model without ``logits_at`` gets, both equal the call's rows, without a cache and
+    with one (a prompt fed in two pieces), and leave the same cache (1e-5)."""
     model = TinyLM(np.arange(100, 200, dtype=np.int32), MODEL, nnx.Rngs(1))
-    batch, length = 3, 20
+    batch, length, slots = 3, 20, 32
     tokens = jax.random.randint(jax.random.key(2), (batch, length), 100, 200)
     positions = jnp.broadcast_to(jnp.arange(length), (batch, length))
-    mask = causal_mask(positions, length)
-    at = jnp.asarray([[0, 5, 19, 19], [3, 4, 5, 6], [18, 0, 9, 1]], jnp.int32)
-    full, _ = model(tokens, positions, None, mask)
-    want = np.take_along_axis(np.asarray(full), np.asarray(at)[:, :, None], axis=1)
+    at = jnp.asarray([[0, 5, 9, 9], [3, 4, 5, 6], [8, 0, 9, 1]], jnp.int32)
     plain = FullPassOnly(model)
     assert isinstance(model, SelectiveLogits) and not isinstance(plain, SelectiveLogits)
     assert isinstance(plain, CausalLM)
-    for which in (model, plain):
-        got = jax.jit(lambda t, p, m, a, which=which: logits_at(which, t, p, m, a))(
-            tokens, positions, mask, at
-        )
-        assert got.shape == (batch, 4, 100)
-        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    pick = lambda x: np.take_along_axis(np.asarray(x), np.asarray(at)[:, :, None], axis=1)  # noqa: E731
+    first, second = positions[:, :10], positions[:, 10:]
+    _, cache = model(
+        tokens[:, :10], first, model.init_cache(batch, slots), causal_mask(first, slots)
+    )
+    cases = [  # (tokens, positions, cache, mask)
+        (tokens, positions, None, causal_mask(positions, length)),
+        (tokens[:, 10:], second, cache, causal_mask(second, slots)),
+    ]
+    for args in cases:
+        want, want_cache = model(*args)
+        for which in (model, plain):
+            got, got_cache = jax.jit(
+                lambda *args, which=which: logits_at(which, *args[:4], args[4])
+            )(*args, at)
+            assert got.shape == (batch, 4, 100)
+            np.testing.assert_allclose(got, pick(want), atol=1e-5, rtol=0)
+            for x, y in zip(jax.tree.leaves(got_cache), jax.tree.leaves(want_cache), strict=True):
+                np.testing.assert_allclose(x, y, atol=1e-5, rtol=0)
 
 
 @pytest.fixture(scope="module")
