@@ -13,7 +13,8 @@ chat prompts). For each batch ``B``, one ReBN update timed whole:
   env's regex), then the same jitted update on the collected ids.
 
 It also reports memory from the shapes (parameters, AdamW state with and without
-LoRA, KV cache per episode, the learner's replay logits per episode) and the batch
+LoRA, KV cache per episode, the learner's replay per episode: the logits of the
+response tokens, the only ones it computes, and the layers' activations) and the batch
 that fits a device of ``--memory-gib`` GiB by that estimate; each measured batch
 checks the estimate against the compiled update's memory (XLA's buffer assignment:
 arguments, outputs and temporaries). ``--quick`` swaps in a 2-layer model of Qwen3's
@@ -91,9 +92,12 @@ def memory(config: Any, policy: PretrainedLM, loop: TokenLoopConfig, lora_rank: 
     slots = loop.context + policy.spare_slots
     kv = 2 * config.num_layers * slots * config.num_kv_heads * config.head_dim * 4
     vocab = policy.token_ids.size
-    replay = 3 * loop.replay_tokens * vocab * 4  # logits, log-softmax, their gradient
-    prefill = 2 * loop.prefill_chunk * vocab * 4
+    # The logits of the response positions only (SelectiveLogits), their log-softmax
+    # and its gradient; the prefill's of each prompt's last token.
+    replay = 3 * loop.horizon * loop.response_tokens * vocab * 4
+    prefill = 2 * vocab * 4
     return {
+        **replay_activations(config, loop.replay_tokens),
         "params": params,
         "params_bytes": 4 * params,
         "adamw_bytes": 8 * params,
@@ -106,12 +110,30 @@ def memory(config: Any, policy: PretrainedLM, loop: TokenLoopConfig, lora_rank: 
     }
 
 
+def replay_activations(config: Any, stream: int) -> dict:
+    """The float32 activations one episode's replay keeps for the backward pass, per
+    layer and token: the block's input, its two norms' outputs, the attention
+    output, projected, and the residual sum (6 x embed), the query, attention
+    output and key/value projections (2 x heads x head_dim + 2 x kv_heads x
+    head_dim), the MLP's gate, up and product (3 x hidden), and a row of attention
+    probabilities (heads x stream)."""
+    per_token = (
+        6 * config.embed_dim
+        + 2 * config.num_heads * config.head_dim
+        + 2 * config.num_kv_heads * config.head_dim
+        + 3 * config.hidden_dim
+        + config.num_heads * stream
+    )
+    return {"replay_activation_bytes_per_episode": 4 * config.num_layers * stream * per_token}
+
+
 def update_bytes(mem: dict, replay_episodes: int) -> tuple[int, int]:
     """The estimate's ``(fixed, per_episode)`` bytes of one full fine-tuning update:
     weights, gradients, AdamW and one replay chunk of ``replay_episodes``; and each
     episode's KV cache and prefill logits."""
     fixed = mem["params_bytes"] * 2 + mem["adamw_bytes"]
-    fixed += replay_episodes * mem["replay_logits_bytes_per_episode"]
+    replay = mem["replay_logits_bytes_per_episode"] + mem["replay_activation_bytes_per_episode"]
+    fixed += replay_episodes * replay
     per_episode = mem["kv_cache_bytes_per_episode"] + mem["prefill_logits_bytes_per_episode"]
     return fixed, per_episode
 
