@@ -537,16 +537,6 @@ def _comparable(records: list[dict]) -> list[dict]:
     ]
 
 
-@pytest.fixture
-def compilation_cache(tmp_path):
-    """A persistent compilation cache for this test only: its three runs compile the
-    same chunk functions."""
-    previous = jax.config.jax_compilation_cache_dir
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax-cache"))
-    yield
-    jax.config.update("jax_compilation_cache_dir", previous)
-
-
 @pytest.mark.slow
 def test_a_resumed_run_equals_an_uninterrupted_one(qwen3_folder, tmp_path, compilation_cache):
     folder = qwen3_folder[0]
