@@ -46,6 +46,7 @@ from transformers import PreTrainedTokenizerBase
 
 from gemjax.tokenizer_bridge.bridge import TokenBridge
 from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
+from gemjax.train.lm import take_rows
 from gemjax.train.token_rollout import TokenLoopConfig, TokenRollout
 from gemjax.train.token_trainer import (
     TokenTrainConfig,
@@ -137,7 +138,7 @@ def _apply(
         return model(tokens, positions, cache, attention_mask)
     _, cache = model(tokens, positions, cache, attention_mask, output_hidden_states=True)
     (hidden,) = jax.tree.leaves(nnx.pop(model, nnx.Intermediate))
-    picked = jnp.take_along_axis(hidden, at[:, :, None], axis=1)
+    picked = take_rows(hidden, at)
     if model.config.use_tied_embedding:
         logits = model.embedder.decode(picked)
     else:
@@ -243,8 +244,9 @@ class PretrainedLM(nnx.Module):
             }
             model = nnx.merge(graph, state)  # built inside the vmap: see _current
             picks = None if at is None else at[None]
-            logits, one = _apply(model, tokens[None], positions[None], one, mask[None], picks)
-            return logits[0], {name: (one[name]["k"][0], one[name]["v"][0]) for name in one}
+            logits, fed = _apply(model, tokens[None], positions[None], one, mask[None], picks)
+            assert fed is not None  # a call with a cache returns one
+            return logits[0], {name: (fed[name]["k"][0], fed[name]["v"][0]) for name in fed}
 
         logits, keys = jax.vmap(lane)(tokens, positions, mask, keys, start, at)
         end = jnp.minimum(positions[:, -1] + 1, context).astype(jnp.int32)
