@@ -47,6 +47,18 @@ def insert(bits: jax.Array, index: jax.Array, when: jax.Array | bool = True) -> 
     return bits | jnp.where(at_word & when, mask, jnp.uint32(0))
 
 
+def toggle(bits: jax.Array, index: jax.Array, when: jax.Array | bool = True) -> jax.Array:
+    """uint32[W]: the set with ``index`` added if absent and removed if present, where
+    ``when`` (bool[]) holds."""
+    at_word, mask = _word_and_bit(bits, index)
+    return bits ^ jnp.where(at_word & when, mask, jnp.uint32(0))
+
+
+def count(bits: jax.Array) -> jax.Array:
+    """int32[...]: the number of elements of the set (over ``bits``' last axis)."""
+    return jnp.sum(jax.lax.population_count(bits), axis=-1, dtype=jnp.int32)
+
+
 def to_mask(bits: jax.Array, size: int) -> jax.Array:
     """bool[..., size]: element ``n`` is in the set (over ``bits``' last axis)."""
     numbers = np.arange(size)

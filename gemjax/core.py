@@ -275,9 +275,13 @@ class GemMirror(abc.ABC, Generic[TState]):
 
     Attributes:
         gem_class_name: the class name of the GEM env mirrored (``"SudokuEnv"``).
+        gem_step_crashes: kernel actions GEM's ``step`` crashes on.
     """
 
     gem_class_name: ClassVar[str]
+    #: Scalar kernel actions whose text crashes GEM's ``step`` (a GEM bug gemjax does
+    #: not copy, docs/gem_differences.md): the parity streams never send them.
+    gem_step_crashes: ClassVar[frozenset[int]] = frozenset()
 
     @classmethod
     @abc.abstractmethod

@@ -294,11 +294,15 @@ class ActionStream:
         return self.ours.sample_random_action()
 
     def rendered(self) -> str:
-        """A kernel action drawn from the whole action space, as the grammar writes it."""
+        """A kernel action drawn from the whole action space (but those GEM's step
+        crashes on, ``gem_step_crashes``), as the grammar writes it."""
         kernel = self.ours.kernel
-        key = jax.random.key(self.rng.getrandbits(32))
-        action = jax.device_get(kernel.action_space(self.ours.params).sample(key))
-        return kernel.grammar.render(action)
+        crashes: frozenset[int] = getattr(kernel, "gem_step_crashes", frozenset())
+        while True:
+            key = jax.random.key(self.rng.getrandbits(32))
+            action = jax.device_get(kernel.action_space(self.ours.params).sample(key))
+            if not crashes or int(action) not in crashes:
+                return kernel.grammar.render(action)
 
     def decorated(self) -> str:
         """A rendered action inside prose."""
