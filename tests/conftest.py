@@ -128,6 +128,33 @@ def _keep_global_rng() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def _gem_sokoban_levels_from_the_bank(request, monkeypatch) -> None:
+    """gem-llm's SokobanEnv draws its levels from gemjax's bank instead of running its
+    reverse-play search (seconds per 8x8 level, 25 s with 5 boxes): the bank's levels
+    are that search's own output (``tests/envs/test_sokoban_levels.py`` checks the
+    generator and the bank against GEM's ``generate_room``, unpatched, in tests
+    marked ``gem_sokoban_generator``). A seeded reset picks the level ``seed`` mod the
+    bank's size, an unseeded one a level from the global ``random``."""
+    if request.node.get_closest_marker("gem_sokoban_generator"):
+        return
+    import random
+
+    import numpy as np
+    from gem.envs.game_env.sokoban import sokoban as gem_sokoban
+
+    from gemjax.envs.sokoban import BOX, FLOOR, PLAYER, bank_levels, bank_tag
+
+    def generate_room(dim, num_steps, num_boxes, seed=None):
+        levels = bank_levels(bank_tag(dim[0], num_boxes))
+        index = random.randrange(len(levels)) if seed is None else seed % len(levels)
+        state = levels[index].astype(np.int64)
+        fixed = np.where((state == BOX) | (state == PLAYER), FLOOR, state)
+        return fixed, state, {}
+
+    monkeypatch.setattr(gem_sokoban, "generate_room", generate_room)
+
+
 @pytest.fixture(scope="session")
 def nltk_words(tmp_path_factory):
     """Point NLTK at the word lists shipped in gemjax (``corpora/words/{en,en-basic,README}``

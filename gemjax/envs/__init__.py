@@ -7,6 +7,7 @@ from gemjax.envs.guess_the_number import GuessTheNumber
 from gemjax.envs.hangman import Hangman
 from gemjax.envs.mastermind import Mastermind
 from gemjax.envs.minesweeper import Minesweeper
+from gemjax.envs.sokoban import Sokoban
 from gemjax.envs.sudoku import Sudoku
 from gemjax.envs.tower_of_hanoi import TowerofHanoi
 from gemjax.envs.word_search import WordSearch
@@ -23,6 +24,7 @@ GAMES = (
     TowerofHanoi,
     FifteenPuzzle,
     Game2048,
+    Sokoban,
     Crosswords,
     WordSearch,
 )
@@ -108,6 +110,10 @@ register("game:Game2048-v0-hard", Game2048, target_tile=512, max_turns=50)
 register("game:Game2048-v0-extreme-hard", Game2048, target_tile=2048, max_turns=100)
 register("game:Game2048-v0-random", Game2048, target_tile=None, max_turns=None)
 
+register("game:Sokoban-v0-easy", Sokoban, dim_room=6, num_boxes=2, max_turns=20)
+register("game:Sokoban-v0-hard", Sokoban, dim_room=8, num_boxes=4, max_turns=50)
+register("game:Sokoban-v0-random", Sokoban, dim_room=None, num_boxes=None, max_turns=None)
+
 # GEM's -random id crashes in its constructor; this one draws GEM's intended
 # configurations (docs/gem_differences.md).
 register("game:Crosswords-v0-easy", Crosswords, hardcore=False, max_turns=30, num_words=3)
@@ -127,6 +133,7 @@ __all__ = [
     "Hangman",
     "Mastermind",
     "Minesweeper",
+    "Sokoban",
     "Sudoku",
     "TowerofHanoi",
     "WordSearch",
