@@ -14,7 +14,9 @@
    drawn in one call, auto-reset on for both (:func:`jumanji_rate`). Sudoku
    (``-hard``, 9x9) against Jumanji's ``Sudoku-v0`` the same way, both with uniform
    ``(row, col, number)`` moves inside the board, and every Game2048 id against
-   Jumanji's ``Game2048-v1`` at batch 4096, both with uniform directions
+   Jumanji's ``Game2048-v1`` at batch 4096, both with uniform directions, and every
+   Sokoban id against Jumanji's ``Sokoban`` (its rules and 10x10 grid, 50 steps) on
+   GEM's ``-hard`` levels from gemjax's bank, the same way
    (:func:`against_jumanji_uniform`: Jumanji's and our rollouts take turns over nine
    rounds, and each reports its median round).
 4. Text: ``gemjax.gem.make_vec`` with 64 and 1024 envs against GEM's ``SyncVectorEnv``
@@ -386,16 +388,59 @@ def against_jumanji(scale: float) -> list[dict[str, Any]]:
     return rows
 
 
+def jumanji_sokoban_on_gem_levels(time_limit: int = 50) -> Any:
+    """Jumanji's ``Sokoban`` (its 10x10 grid and rules, ``time_limit`` steps) drawing
+    uniformly from gemjax's bank of GEM's ``-hard`` levels (8x8, 4 boxes; walls
+    around them), instead of its default generator, which downloads DeepMind's
+    Boxoban levels."""
+    from jumanji.environments.routing.sokoban import Sokoban
+    from jumanji.environments.routing.sokoban import constants as their
+    from jumanji.environments.routing.sokoban.generator import Generator
+    from jumanji.environments.routing.sokoban.types import State
+
+    from gemjax.envs import sokoban as ours
+
+    levels = ours.bank_levels(ours.bank_tag(8, 4))
+    side = their.GRID_SIZE
+    room = np.full((len(levels), side, side), ours.WALL, np.uint8)
+    room[:, :8, :8] = levels
+    fixed = np.select(
+        [room == ours.WALL, room == ours.TARGET], [their.WALL, their.TARGET], their.EMPTY
+    )
+    variable = np.select(
+        [room == ours.BOX, room == ours.PLAYER], [their.BOX, their.AGENT], their.EMPTY
+    )
+
+    class GemLevels(Generator):
+        def __init__(self) -> None:
+            self._fixed_grids = jnp.asarray(fixed, jnp.uint8)
+            self._variable_grids = jnp.asarray(variable, jnp.uint8)
+
+        def __call__(self, rng_key: jax.Array) -> Any:
+            key, index_key = jax.random.split(rng_key)
+            index = jax.random.randint(index_key, (), 0, len(levels))
+            variable_grid = self._variable_grids[index]
+            return State(
+                key=key,
+                fixed_grid=self._fixed_grids[index],
+                variable_grid=variable_grid,
+                agent_location=self.get_agent_coordinates(variable_grid),
+                step_count=jnp.int32(0),
+            )
+
+    return Sokoban(generator=GemLevels(), time_limit=time_limit)
+
+
 def jumanji_uniform_moves(name: str, batch_size: int, num_steps: int) -> Any:
     """Jumanji's ``Sudoku-v0`` (uniform ``(row, col, value)`` in ``0..8``; an illegal
-    move ends its episode) or ``Game2048-v1`` (a uniform direction) as a
+    move ends its episode), ``Game2048-v1`` or ``Sokoban-v0`` (on GEM's levels:
+    :func:`jumanji_sokoban_on_gem_levels`) (a uniform direction) as a
     :func:`jumanji_rollout`."""
     import jumanji
 
-    highs = {"Sudoku-v0": (9, 9, 9), "Game2048-v1": 4}[name]
-    return jumanji_rollout(
-        jumanji.make(name), batch_size, num_steps, uniform_draw(batch_size, highs)
-    )
+    highs = {"Sudoku-v0": (9, 9, 9), "Game2048-v1": 4, "Sokoban-v0": 4}[name]
+    env = jumanji_sokoban_on_gem_levels() if name == "Sokoban-v0" else jumanji.make(name)
+    return jumanji_rollout(env, batch_size, num_steps, uniform_draw(batch_size, highs))
 
 
 def gemjax_uniform_moves(env_id: str, batch_size: int, num_steps: int) -> Any:
@@ -420,14 +465,20 @@ JUMANJI_UNIFORM = {
         tuple(f"game:Game2048-v0-{v}" for v in ("easy", "hard", "extreme-hard", "random")),
         (GAME_BATCH,),
     ),
+    "jumanji_sokoban": (
+        "Sokoban-v0",
+        tuple(f"game:Sokoban-v0-{v}" for v in ("easy", "hard", "random")),
+        (GAME_BATCH,),
+    ),
 }
 """Sections comparing a game with a Jumanji env on uniform moves: the Jumanji env,
 our ids, the batch sizes."""
 
 
 def against_jumanji_uniform(section: str, scale: float, gem_seconds: float) -> list[dict[str, Any]]:
-    """Section 3b/3c: Sudoku (9x9) against Jumanji's ``Sudoku-v0``, every Game2048 id
-    against Jumanji's ``Game2048-v1``: uniform moves, auto-reset on both, timed in
+    """Section 3b/3c/3d: Sudoku (9x9) against Jumanji's ``Sudoku-v0``, every Game2048
+    id against Jumanji's ``Game2048-v1``, every Sokoban id against Jumanji's
+    ``Sokoban`` on GEM's ``-hard`` levels: uniform moves, auto-reset on both, timed in
     alternating rounds (:func:`time_alternating`), and GEM's loop on each id."""
     name, env_ids, batches = JUMANJI_UNIFORM[section]
     print(f"\n== {', '.join(env_ids)} against Jumanji's {name} (uniform moves, auto-reset)")
@@ -473,7 +524,15 @@ def against_jumanji_uniform(section: str, scale: float, gem_seconds: float) -> l
     return rows
 
 
-SECTIONS = ("kernel", "games", "jumanji", "jumanji_sudoku", "jumanji_2048", "vector")
+SECTIONS = (
+    "kernel",
+    "games",
+    "jumanji",
+    "jumanji_sudoku",
+    "jumanji_2048",
+    "jumanji_sokoban",
+    "vector",
+)
 
 
 def main() -> None:
