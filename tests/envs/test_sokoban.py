@@ -253,7 +253,7 @@ class ActionStream(testing.ActionStream):
         return self.rng.choice([f"\\boxed{{ {word}}}", f"\\boxed{{{word}s}}", word, ""])
 
 
-EPISODES = {EASY: 200, HARD: 60, RANDOM: 100}
+EPISODES = {EASY: 100, HARD: 20, RANDOM: 40}
 
 
 @pytest.mark.parametrize(("env_id", "stream_seed"), seeded(IDS))

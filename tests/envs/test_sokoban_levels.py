@@ -374,18 +374,3 @@ def test_bank_6x6_features_match_gem(script, bank):
         assert_different_distribution(ours_floor, other_floor)
     _, other_len = features([script.generate_room(6, 20, 3, s)[1] for s in fresh])
     assert_different_distribution(ours_len, other_len)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(("tag", "gem_count"), [("8x8b4", 20)])
-def test_bank_8x8_features_match_gem(bank, tag, gem_count):
-    """As the 6x6 test, with fewer GEM rooms (GEM takes about 5 s per 8x8 room with 4
-    boxes; with 5 boxes, 28 s, too long for a sample that says anything: the 8x8
-    rooms are checked seed by seed against GEM's generator instead)."""
-    dim, boxes = CONFIGS[tag]
-    states = bank[f"{tag}_state"]
-    ours_floor, ours_len = features(states[np.random.default_rng(4).choice(len(states), 60)])
-    fresh = range(2 * 10**9, 2 * 10**9 + gem_count)
-    gem_floor, gem_len = features([gem_room(dim, boxes, 27, s)[1] for s in fresh])
-    assert_same_distribution(ours_floor, gem_floor, f"{tag} open cells")
-    assert_same_distribution(ours_len, gem_len, f"{tag} solution length")
