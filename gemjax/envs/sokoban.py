@@ -196,38 +196,35 @@ class Boards:
     count: tuple[int, ...]
 
 
+def bitboards(masks: np.ndarray) -> np.ndarray:
+    """uint32[..., W] (host NumPy): bit ``i`` of the words set where ``masks`` (bool[...,
+    C], ``C`` cells) holds at cell ``i`` (the layout of :mod:`gemjax.bitset`)."""
+    cells = masks.shape[-1]
+    words = bitset.num_words(cells)
+    padded = np.zeros((*masks.shape[:-1], words * bitset.WORD_BITS), np.uint64)
+    padded[..., :cells] = masks
+    weights = np.uint64(1) << np.arange(bitset.WORD_BITS, dtype=np.uint64)
+    grouped = padded.reshape(*masks.shape[:-1], words, bitset.WORD_BITS)
+    return (grouped * weights).sum(-1).astype(np.uint32)
+
+
 @functools.cache
 def bank_boards(configs: tuple[tuple[int, int], ...], side: int) -> Boards:
     """The :class:`Boards` of the banks of ``configs`` (``(room side, boxes)``) under
     every symmetry, on ``side x side`` arrays."""
-    rooms = padded_levels(configs, side)
-    dims = np.concatenate([[room] * len(bank_levels(bank_tag(room, b))) for room, b in configs])
-    forms = symmetric_rooms(rooms, dims)  # [8, N, S, S]
     counts = [len(bank_levels(bank_tag(*config))) for config in configs]
+    dims = np.repeat([room for room, _ in configs], counts)
+    forms = symmetric_rooms(padded_levels(configs, side), dims)  # [8, N, S, S]
     # Levels ordered by configuration, each configuration's symmetries together.
     blocks = np.split(forms, np.cumsum(counts)[:-1], axis=1)
     cells = np.concatenate([block.reshape(-1, side * side) for block in blocks])
-    words = bitset.num_words(side * side)
-    weights = np.uint64(1) << np.arange(32, dtype=np.uint64)
-
-    def board(mask: np.ndarray) -> np.ndarray:
-        padded = np.zeros((len(mask), words * 32), np.uint64)
-        padded[:, : side * side] = mask
-        return (padded.reshape(len(mask), words, 32) * weights).sum(-1).astype(np.uint32)
-
     return Boards(
-        walls=board(cells == WALL),
-        targets=board(cells == TARGET),
-        boxes=board(cells == BOX),
+        walls=bitboards(cells == WALL),
+        targets=bitboards(cells == TARGET),
+        boxes=bitboards(cells == BOX),
         player=np.argmax(cells == PLAYER, axis=1).astype(np.int32),
         count=tuple(SYMMETRIES * c for c in counts),
     )
-
-
-def board_of(mask: np.ndarray) -> np.ndarray:
-    """uint32[W] (host NumPy): the bitboard of ``mask`` (bool[S, S])."""
-    size = mask.size
-    return bitset.from_indices(np.flatnonzero(mask.reshape(-1)).tolist(), size)
 
 
 def room_codes(
@@ -511,9 +508,9 @@ class Sokoban(Environment[SokobanState, SokobanParams], GemMirror[SokobanState])
             dim=jnp.int32(rows),
             num_boxes=jnp.int32(gem_env.num_boxes),
             max_turns=jnp.int32(gem_env.max_turns),
-            walls=jnp.asarray(board_of(fixed == WALL)),
-            targets=jnp.asarray(board_of(fixed == TARGET)),
-            boxes=jnp.asarray(board_of(boxes)),
+            walls=jnp.asarray(bitboards((fixed == WALL).reshape(-1))),
+            targets=jnp.asarray(bitboards((fixed == TARGET).reshape(-1))),
+            boxes=jnp.asarray(bitboards(boxes.reshape(-1))),
             player=jnp.int32(row * self.side + col),
             turn=jnp.int32(gem_env.turn_count),
             example=jnp.int32(0),

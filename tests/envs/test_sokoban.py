@@ -17,7 +17,7 @@ from gem.envs.registration import ENV_REGISTRY
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
-from sokoban_solver import solve
+from sokoban_solver import MOVES, solve
 from tiers import seeded
 
 import gemjax
@@ -240,8 +240,7 @@ class ActionStream(testing.ActionStream):
     def into_a_box(self) -> str:
         row, col = self.gem_env.player_position
         state = self.gem_env.room_state
-        steps = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
-        near = [d for d, (dr, dc) in steps.items() if state[row + dr, col + dc] in (3, 4)]
+        near = [d for d, (dr, dc) in MOVES.items() if state[row + dr, col + dc] in (3, 4)]
         return self.boxed(self.rng.choice(near or list(DIRECTIONS)))
 
     def any_case(self) -> str:
