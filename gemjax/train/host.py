@@ -71,6 +71,21 @@ def from_checkpoint(tree: dict[str, Any], like: Any) -> Any:
     return like.replace(**fields)
 
 
+def fresh_shapes(state: Any) -> Any:
+    """The ``jax.ShapeDtypeStruct`` tree of a freshly initialised state, to compile
+    its chunks for: a state restored from a checkpoint has its arrays committed to
+    their devices and a fresh one has not, which changes the lowered module (and so
+    misses the compilation cache) but not what it computes; compiled for these
+    shapes, a resumed run runs the program of an uninterrupted one."""
+
+    def shape(x: jax.Array) -> jax.ShapeDtypeStruct:
+        sharding = x.sharding if x.committed else None
+        weak = getattr(x, "weak_type", False)  # PRNG key arrays have no weak type
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding, weak_type=weak)
+
+    return jax.tree.map(shape, state)
+
+
 def _is_key(x: Any) -> bool:
     return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
@@ -345,6 +360,7 @@ def run_phases(
     check_resume(out_dir, config, seed, done, planned)
     out_dir.mkdir(parents=True, exist_ok=True)
     state = jax.jit(init)(jax.random.key(seed))
+    shapes = fresh_shapes(state)
     manager = ocp.CheckpointManager(
         checkpoints, options=ocp.CheckpointManagerOptions(max_to_keep=2)
     )
@@ -378,7 +394,7 @@ def run_phases(
                 continue
             bar.set_description(f"{config.env_id} {phase.name} (compiling)")
             compile_start = time.perf_counter()
-            chunk = jax.jit(phase.chunk).lower(state).compile()
+            chunk = jax.jit(phase.chunk).lower(shapes).compile()
             compile_seconds += time.perf_counter() - compile_start
             bar.set_description(f"{config.env_id} {phase.name}")
             while phase.done(state) < phase.total:

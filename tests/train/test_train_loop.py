@@ -12,7 +12,7 @@ import pytest
 
 from gemjax import cli, make
 from gemjax.train import ALGOS, make_train
-from gemjax.train.host import RunMismatch, run
+from gemjax.train.host import RunMismatch, fresh_shapes, run
 from gemjax.train.play import binary_search_mean_turns, binary_search_optimum
 
 
@@ -73,6 +73,23 @@ def test_resume_equals_training_straight(tiny, tmp_path):
     )
     assert timeless(resumed.records) == timeless(straight.records)
     assert [r["update"] for r in resumed.records] == [2, 4]
+
+
+def test_a_restored_state_runs_the_program_compiled_for_a_fresh_one(tiny_state):
+    """A checkpoint's arrays come back committed to their device, which changes the
+    lowered module; chunks are compiled for :func:`fresh_shapes`, the module of the
+    fresh state, and run a restored state unchanged."""
+    restored = jax.device_put(tiny_state, jax.devices()[0])
+    assert restored.update.committed and not tiny_state.update.committed
+
+    def step(state):
+        return state.replace(update=state.update + 1)
+
+    fresh = jax.jit(step).lower(tiny_state).as_text()
+    assert jax.jit(step).lower(restored).as_text() != fresh
+    compiled = jax.jit(step).lower(fresh_shapes(tiny_state))
+    assert compiled.as_text() == fresh
+    assert int(compiled.compile()(restored).update) == int(tiny_state.update) + 1
 
 
 @pytest.mark.slow
