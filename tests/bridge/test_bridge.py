@@ -1,9 +1,9 @@
 """TokenBridge: device renderings equal the host text (and its canonical tokens).
 
-One id per game is checked in full (observations, suffixes, prompts, chat prompts)
-with ``qwen3`` and ``bytes``; each game's ``-random`` id (which plays every
-configuration of the game) its observations and suffixes with ``qwen3``. Bridges are
-built once per (id, tokenizer) and their jitted rollouts shared through a module cache.
+One id per game (its ``-random`` id, which plays every configuration of the game) is
+checked in full (observations, suffixes, prompts, chat prompts) with ``qwen3``, two
+games with ``bytes`` too. Bridges are built once per (id, tokenizer) and their jitted
+rollouts shared through a module cache.
 """
 
 from __future__ import annotations
@@ -28,25 +28,33 @@ from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
 LANES, STEPS = 8, 6
 ALL_IDS = tuple(gemjax.list_envs())
 ONE_PER_GAME = tuple({i.split("-v0")[0]: i for i in ALL_IDS if i.endswith("-easy")}.values())
-# The quick tier (-m "not slow") plays the game with the shortest texts with the byte
-# tokenizer (its rollout compiles in seconds; a board game's takes half a minute); CI
-# plays every game with both.
+# Each game's -random id draws from all its configurations (every board size, word
+# length, code length), so its rollout covers every text table of the game: CI plays
+# it with qwen3. The word-grid games' random ids (each 2-5 minutes of compiling on
+# CI's CPU) are left to their easy ids, which render the same grids and clue lists,
+# and to the token-program tests, which cover every id.
+WORD_GRID_GAMES = ("game:WordSearch", "game:Crosswords")
+FULL_TEXT_IDS = tuple(
+    {
+        i.split("-v0")[0]: i
+        for i in ALL_IDS
+        if i.endswith("-easy" if i.split("-v0")[0] in WORD_GRID_GAMES else "-random")
+    }.values()
+)
+# The byte tokenizer's ids are each text's UTF-8 bytes whatever the game: CI plays it
+# on texts that are ASCII (GuessTheNumber) and that are not (Sokoban's boards print a
+# multi-byte character). The quick tier (-m "not slow") plays only the game with the
+# shortest texts with it (its rollout compiles in seconds; a board game's takes half
+# a minute).
 QUICK_PROMPT_CASE = ("game:GuessTheNumber-v0-easy", "bytes")
 PROMPT_CASES = [
-    pytest.param(i, name, marks=() if (i, name) == QUICK_PROMPT_CASE else pytest.mark.slow)
-    for i in ONE_PER_GAME
-    for name in ("qwen3", "bytes")
+    pytest.param(*case, marks=() if case == QUICK_PROMPT_CASE else pytest.mark.slow)
+    for case in [
+        *((i, "qwen3") for i in FULL_TEXT_IDS),
+        QUICK_PROMPT_CASE,
+        ("game:Sokoban-v0-random", "bytes"),
+    ]
 ]
-# Each game's -random id draws from all its configurations (every board size, word
-# length, code length), so with the -easy ids it covers every text table of the game.
-# The word-grid games' random ids (each 2-5 minutes of compiling on CI's CPU) are left
-# to their easy ids' prompt tests, which render the same grids and clue lists, and to
-# the token-program tests, which cover every id.
-OTHER_IDS = tuple(
-    i
-    for i in ALL_IDS
-    if i.endswith("-random") and i not in ("game:WordSearch-v0-random", "game:Crosswords-v0-random")
-)
 
 
 @functools.cache
@@ -126,7 +134,28 @@ def check_text(tokenizer: Any, text: Any, lane: int, step: int | None, host: str
     return canonical
 
 
-def check_rollout(env_id: str, name: str, prompts: bool) -> None:
+def check_compact_vocabulary(bridge: TokenBridge, outs: dict[str, Any]) -> None:
+    """The ids a rollout rendered and a well-formed action's ids map into the bridge's
+    compact vocabulary and back; ids outside it map to -1."""
+    env = bridge.env
+    used = np.concatenate(
+        [
+            np.asarray(text.ids)[np.arange(text.ids.shape[-1]) < np.asarray(text.length)[..., None]]
+            for text in (outs["obs"], outs["suffix"])
+        ]
+    )
+    compact = np.asarray(bridge.to_compact(jnp.asarray(used)))
+    assert (compact >= 0).all() and (compact < len(bridge.vocab)).all()
+    np.testing.assert_array_equal(np.asarray(bridge.to_full(jnp.asarray(compact))), used)
+    outside = np.setdiff1d(np.arange(2000), bridge.vocab)[:5]
+    assert (np.asarray(bridge.to_compact(jnp.asarray(outside))) == -1).all()
+    state, _ = env.reset(jax.random.key(0), env.default_params)
+    text = env.grammar.render(np.asarray(env.random_action(jax.random.key(1), state)))
+    ids = bridge.tokenizer.encode(text, add_special_tokens=False)
+    assert (np.asarray(bridge.to_compact(jnp.asarray(ids))) >= 0).all(), text
+
+
+def check_rollout(env_id: str, name: str, prompts: bool) -> dict[str, Any]:
     bridge = bridge_for(env_id, name)
     env, tokenizer = bridge.env, bridge.tokenizer
     keys = jax.random.split(jax.random.key(3), LANES)
@@ -154,17 +183,14 @@ def check_rollout(env_id: str, name: str, prompts: bool) -> None:
     # exhaustively (measured rates: docs/performance.md).
     boards = any(isinstance(slot, Board) for slot in env.suffix.slots)
     assert np.mean(flags) >= (0.9 if boards else 1.0), f"canonical rate {np.mean(flags):.3f}"
+    return outs
 
 
 @pytest.mark.parametrize(("env_id", "name"), PROMPT_CASES)
 def test_random_play_renders_exact_canonical_text_and_prompts(env_id, name):
-    check_rollout(env_id, name, prompts=True)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("env_id", OTHER_IDS)
-def test_every_id_renders_exact_canonical_observations(env_id):
-    check_rollout(env_id, "qwen3", prompts=False)
+    outs = check_rollout(env_id, name, prompts=True)
+    if name == "qwen3":
+        check_compact_vocabulary(bridge_for(env_id, name), outs)
 
 
 @pytest.mark.parametrize("env_id", ["game:Mastermind-v0-easy", "game:Minesweeper-v0-easy"])
@@ -209,40 +235,6 @@ def adversarial(text: str, rng: np.random.Generator) -> str:
     if choice == 2:
         return "".join(c.lower() if rng.random() < 0.5 else c for c in text)
     return re.sub(r"\{[a-z]+", "{Dig", text)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("env_id", ONE_PER_GAME)
-def test_parsed_echoes_render_what_the_host_prints(env_id):
-    """Text actions parsed on device, stepped, rendered with the parser's echoes."""
-    bridge = bridge_for(env_id, "qwen3")
-    env, params, tokenizer = bridge.env, bridge.env.default_params, bridge.tokenizer
-    count = 48
-    keys = jax.random.split(jax.random.key(11), count)
-    states, _ = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
-    actions = np.asarray(jax.vmap(env.random_action)(keys, states))
-    rng = np.random.default_rng(0)
-    texts = ["I think " + adversarial(env.grammar.render(a), rng) for a in actions]
-    ids, lengths = encode_batch(tokenizer, texts, 96)
-
-    @jax.jit
-    def device(keys, states, ids, lengths):
-        parsed = jax.vmap(bridge.parse_full)(ids, lengths)
-        _, ts = jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, states, parsed.action, params)
-        return parsed.action, ts.event, jax.vmap(bridge.render)(states, ts, parsed.echoes)
-
-    action, event, rendered = jax.device_get(device(keys, states, ids, lengths))
-    canonical = []
-    for row, text in enumerate(texts):
-        host = env.grammar.parse(text)
-        np.testing.assert_array_equal(action[row], np.asarray(host.action), err_msg=text)
-        expected = env.messages.render(int(event.kind[row]), event.args[row].tolist(), host.echoes)
-        got = np.asarray(rendered.ids[row, : int(rendered.length[row])]).tolist()
-        assert tokenizer.decode(got) == expected, (text, expected)
-        canonical.append(bool(rendered.canonical[row]))
-        if canonical[-1]:
-            assert got == tokenizer.encode(expected, add_special_tokens=False)
-    print(env_id, "canonical rate under adversarial echoes", np.mean(canonical))
 
 
 @pytest.mark.slow
@@ -463,32 +455,6 @@ def test_prompt_overflow_keeps_the_first_tokens():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env_id", ONE_PER_GAME[:3])
-def test_compact_vocabulary_round_trips(env_id):
-    bridge = bridge_for(env_id, "qwen3")
-    env = bridge.env
-    outs = jax.device_get(rollout_fn(env_id, "qwen3")(jax.random.split(jax.random.key(3), LANES)))
-    used = np.concatenate(
-        [np.asarray(outs[k].ids[..., :64]).reshape(-1) for k in ("obs", "suffix")]
-    )
-    compact = np.asarray(bridge.to_compact(jnp.asarray(used)))
-    assert (compact >= 0).all() and (compact < len(bridge.vocab)).all()
-    np.testing.assert_array_equal(np.asarray(bridge.to_full(jnp.asarray(compact))), used)
-    outside = np.setdiff1d(np.arange(2000), bridge.vocab)[:5]
-    assert (np.asarray(bridge.to_compact(jnp.asarray(outside))) == -1).all()
-    actions = [
-        env.grammar.render(
-            np.zeros_like(
-                np.asarray(env.action_space(env.default_params).sample(jax.random.key(0)))
-            )
-        )
-    ]
-    for text in actions:
-        ids = bridge.tokenizer.encode(text, add_special_tokens=False)
-        assert (np.asarray(bridge.to_compact(jnp.asarray(ids))) >= 0).all(), text
-
-
-@pytest.mark.slow
 def test_construction_reports_non_canonical_messages():
     wordle = bridge_for("game:Wordle-v0-easy", "qwen3")
     guess_the_number = bridge_for("game:GuessTheNumber-v0-hard", "qwen3")
@@ -520,35 +486,42 @@ def edge_echoes(env: Any, capacity: int) -> list[tuple[str, str, int]]:
     return list(found.values())
 
 
-def prints_echoes(env_id: str) -> bool:
-    """Some message of the game prints the player's own text (an echo slot)."""
-    slots = gemjax.make(env_id).messages.slots.values()
-    return any(isinstance(slot, Echo) or getattr(slot, "echo", False) for slot in slots)
+def echo_cases(env: Any, capacity: int) -> list[tuple[str, str, int]]:
+    """:func:`edge_echoes` of a game whose messages print the player's text (none for
+    FifteenPuzzle and TowerofHanoi, which print no echo slot)."""
+    slots = env.messages.slots.values()
+    if not any(isinstance(slot, Echo) or getattr(slot, "echo", False) for slot in slots):
+        return []
+    return edge_echoes(env, capacity)
 
 
-# FifteenPuzzle and TowerofHanoi print no echo slot.
 @pytest.mark.slow
-@pytest.mark.parametrize("env_id", [i for i in ONE_PER_GAME if prints_echoes(i)])
-def test_echoes_at_and_past_the_echo_buffer_flag_inexact_text(env_id):
-    """Every echo slot at the echo buffer's edge renders the host text exactly; one
-    code point past it, the observation, the prompt after that step and the history
-    after the next step all set ``overflow`` (``exact`` False): a cut echo never
-    passes for the host text."""
+@pytest.mark.parametrize("env_id", ONE_PER_GAME)
+def test_parsed_echoes_render_what_the_host_prints_and_cut_ones_are_flagged(env_id):
+    """Text actions parsed on device, stepped, rendered with the parser's echoes (one
+    compiled program for both kinds of response):
+
+    * well-formed actions made odd (:func:`adversarial`) give the host's action and
+      text;
+    * every echo slot at the echo buffer's edge renders the host text exactly; one
+      code point past it, the observation, the prompt after that step and the
+      history after the next step all set ``overflow`` (``exact`` False): a cut echo
+      never passes for the host text.
+    """
     bridge = bridge_for(env_id, "qwen3")
     env, params, tokenizer = bridge.env, bridge.env.default_params, bridge.tokenizer
+    count = 48
+    keys = jax.random.split(jax.random.key(11), count)
+    states, _ = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    actions = np.asarray(jax.vmap(env.random_action)(keys, states))
+    rng = np.random.default_rng(0)
+    odd = ["I think " + adversarial(env.grammar.render(a), rng) for a in actions]
     capacity = bridge.messages.echo_capacity
-    cases = edge_echoes(env, capacity)
-    echo_slots = set(bridge.messages.echo_slots) - COUNT_SLOTS
-    if isinstance(env.grammar, BoxedWord):  # a word of a fixed list: never near the edge
-        longest = max(len(w) for w in env.grammar.words)
-        assert echo_slots == {env.grammar.slot} and not cases and 2 * longest < capacity
-        return
-    assert {(slot, n) for _, slot, n in cases} >= {
-        (slot, n) for slot in echo_slots for n in (capacity, capacity + 1)
-    }
-    texts = [text for text, _, _ in cases]
+    cases = echo_cases(env, capacity)
+    check_echo_slots_reach_the_edge(env, bridge, cases, capacity)
+    texts = odd + [text for text, _, _ in cases]
     ids, lengths = encode_batch(tokenizer, texts, bridge.max_tokens)
-    keys = jax.random.split(jax.random.key(2), len(texts))
+    keys = jax.random.split(jax.random.key(11), len(texts))
 
     @jax.jit
     def device(keys, ids, lengths):
@@ -561,6 +534,7 @@ def test_echoes_at_and_past_the_echo_buffer_flag_inexact_text(env_id):
             jax.vmap(bridge.prompt_start)(first), ts, parsed.echoes
         )
         return (
+            parsed.action,
             first,
             ts,
             jax.vmap(bridge.render)(states, ts, parsed.echoes),
@@ -569,8 +543,23 @@ def test_echoes_at_and_past_the_echo_buffer_flag_inexact_text(env_id):
             dict(jax.vmap(env.suffix_values)(states)),
         )
 
-    first, ts, obs, prompt, history, suffix_values = jax.device_get(device(keys, ids, lengths))
-    for row, (text, slot, size) in enumerate(cases):
+    action, first, ts, obs, prompt, history, suffix_values = jax.device_get(
+        device(keys, ids, lengths)
+    )
+    canonical = []
+    for row, text in enumerate(odd):
+        host = env.grammar.parse(text)
+        np.testing.assert_array_equal(action[row], np.asarray(host.action), err_msg=text)
+        expected = env.messages.render(
+            int(ts.event.kind[row]), ts.event.args[row].tolist(), host.echoes
+        )
+        got = np.asarray(obs.ids[row, : int(obs.length[row])]).tolist()
+        assert tokenizer.decode(got) == expected, (text, expected)
+        canonical.append(bool(obs.canonical[row]))
+        if canonical[-1]:
+            assert got == tokenizer.encode(expected, add_special_tokens=False)
+    print(env_id, "canonical rate under adversarial echoes", np.mean(canonical))
+    for row, (text, slot, size) in enumerate(cases, start=len(odd)):
         echoes = env.grammar.parse(text).echoes
         host = env.messages.render(int(ts.event.kind[row]), ts.event.args[row].tolist(), echoes)
         cut = any(len(e) > capacity and e in host for e in echoes.values())
@@ -582,6 +571,22 @@ def test_echoes_at_and_past_the_echo_buffer_flag_inexact_text(env_id):
             if not cut:
                 check_text(tokenizer, rendered, row, None, want)
         assert bool(history.overflow[row]) == cut, text
+
+
+def check_echo_slots_reach_the_edge(
+    env: Any, bridge: TokenBridge, cases: list[tuple[str, str, int]], capacity: int
+) -> None:
+    """``cases`` hold, for every echo slot of the game, a response whose echo takes
+    ``capacity`` and one whose echo takes ``capacity + 1`` code points, but for a word
+    of a fixed list, which is never near the edge."""
+    echo_slots = set(bridge.messages.echo_slots) - COUNT_SLOTS
+    if isinstance(env.grammar, BoxedWord):
+        longest = max(len(w) for w in env.grammar.words)
+        assert echo_slots == {env.grammar.slot} and not cases and 2 * longest < capacity
+        return
+    assert {(slot, n) for _, slot, n in cases} >= {
+        (slot, n) for slot in echo_slots for n in (capacity, capacity + 1)
+    }
 
 
 def test_a_grammar_the_device_cannot_read_fails_at_construction():
