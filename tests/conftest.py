@@ -17,8 +17,11 @@ compiled code when a test leaves the process past half the cap.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,8 +45,28 @@ TEST_XLA_FLAGS = "--xla_backend_optimization_level=0"
 if os.environ.get("GEMJAX_TEST_XLA_OPTIMIZE") != "1":
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
 
-if os.environ.get("GEMJAX_TEST_JAX_CACHE") == "1":
-    jax.config.update("jax_compilation_cache_dir", str(REPO / ".jax_cache"))
+
+def compilation_cache_dir() -> Path | None:
+    """Where this test process keeps JAX's persistent compilation cache: ``.jax_cache``
+    of the repo with ``GEMJAX_TEST_JAX_CACHE=1`` (shared by the workers and kept for
+    the next run), none with ``GEMJAX_TEST_JAX_CACHE=0``, else a folder of this process
+    alone, deleted when it exits. Tests build the same functions anew again and
+    again (each ``jax.jit(env.reset)`` is a new function to JAX's in-memory caches,
+    and those are cleared near the memory-mapping cap), and a cache hit reads the
+    executable back instead of compiling it."""
+    choice = os.environ.get("GEMJAX_TEST_JAX_CACHE")
+    if choice == "1":
+        return REPO / ".jax_cache"
+    if choice == "0":
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="gemjax-test-jax-cache-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+CACHE_DIR = compilation_cache_dir()
+if CACHE_DIR is not None:
+    jax.config.update("jax_compilation_cache_dir", str(CACHE_DIR))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 GTN_IDS = tuple(i for i in gemjax.list_envs() if i.startswith("game:GuessTheNumber"))

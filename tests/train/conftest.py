@@ -34,14 +34,3 @@ def tiny_trainer() -> Trainer:
 @pytest.fixture(scope="session")
 def tiny_state(tiny_trainer):
     return jax.jit(tiny_trainer.init)(jax.random.key(0))
-
-
-@pytest.fixture
-def compilation_cache(tmp_path):
-    """A persistent compilation cache for one test whose runs compile the same
-    functions (a run, its first half, and the resumed second half each build their
-    trainer anew)."""
-    previous = jax.config.jax_compilation_cache_dir
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax-cache"))
-    yield
-    jax.config.update("jax_compilation_cache_dir", previous)

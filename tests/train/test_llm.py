@@ -538,7 +538,7 @@ def _comparable(records: list[dict]) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_a_resumed_run_equals_an_uninterrupted_one(qwen3_folder, tmp_path, compilation_cache):
+def test_a_resumed_run_equals_an_uninterrupted_one(qwen3_folder, tmp_path):
     folder = qwen3_folder[0]
     whole = run_pretrained(_run_config(folder, 2), tmp_path / "whole", progress=False)
     run_pretrained(_run_config(folder, 1), tmp_path / "split", progress=False)

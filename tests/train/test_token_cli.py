@@ -34,7 +34,7 @@ def _rows(run_dir):
 
 
 @pytest.mark.slow
-def test_a_resumed_token_run_equals_an_uninterrupted_one(tmp_path, compilation_cache):
+def test_a_resumed_token_run_equals_an_uninterrupted_one(tmp_path):
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     run_token(TINY, whole, checkpoint_every=1, progress=False)
     run_token(dataclasses.replace(TINY, num_updates=1), parts, checkpoint_every=1, progress=False)
