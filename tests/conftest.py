@@ -1,11 +1,12 @@
 """Shared fixtures: one set of jitted reset/step functions per env, compiled once.
 
 The session-scoped :func:`kits` cache makes every test that uses an env share its
-compiled functions within a run. JAX's persistent compilation cache
-(``<repo>/.jax_cache``) makes local reruns cheap; it is opt-in
-(``GEMJAX_TEST_JAX_CACHE=1``) because writing an executable to it crashed the
-interpreter once in a clean CI run (a segfault inside ``put_executable_and_time``,
-jax 0.10.2 on CPU), and a clean clone has nothing to read from it.
+compiled functions within a run. JAX's persistent compilation cache serves the
+compiles it does not share (:func:`compilation_cache_dir`): each test process has a
+folder of its own (two processes writing one folder could read each other's files
+half written), and ``GEMJAX_TEST_JAX_CACHE=1`` shares ``<repo>/.jax_cache`` between
+the workers and keeps it for local reruns. (A clean CI run once segfaulted while
+writing to the cache; the cause was the memory-mapping cap below, since handled.)
 
 Every compiled executable keeps its machine code in a few dozen memory mappings of
 its own (about 24 for a small function on XLA:CPU, many more for a bridge render),

@@ -9,6 +9,7 @@ tests.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,44 @@ ActionFn = Callable[[jax.Array, Any], jax.Array]
 """``(key, state) -> action``: one kernel action for one (unbatched) state; jittable."""
 
 RANDOM_PLAY_STEPS = 128  # every registered id ends an episode within this many steps
+
+
+@dataclass(frozen=True)
+class Jitted:
+    """An env's entry points, jitted once for the checks that share them (each
+    ``jax.jit(env.reset)`` is a new function to JAX, compiled anew).
+
+    Attributes:
+        reset: ``reset(key, params)``.
+        step: ``step(key, state, action, params)``.
+        vreset: ``reset`` mapped over keys.
+        vstep: ``step`` mapped over everything but ``params``.
+    """
+
+    reset: Callable
+    step: Callable
+    vreset: Callable
+    vstep: Callable
+
+
+@functools.lru_cache(maxsize=4)
+def jitted(env: Environment) -> Jitted:
+    """The :class:`Jitted` of ``env``, built once for the last few envs asked for, so
+    the checks of one :func:`check_kernel_contract` compile each entry point once.
+    Envs equal by their configuration share them."""
+    return Jitted(
+        reset=jax.jit(env.reset),
+        step=jax.jit(env.step),
+        vreset=jax.jit(jax.vmap(env.reset, in_axes=(0, None))),
+        vstep=jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None))),
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def jitted_actions(actions: ActionFn) -> tuple[Callable, Callable]:
+    """``(draw, vdraw)``: ``actions`` jitted, and jitted over a batch of keys and
+    states, built once for the last few samplers asked for."""
+    return jax.jit(actions), jax.jit(jax.vmap(actions))
 
 
 def assert_trees_equal(actual: Any, expected: Any) -> None:
@@ -46,7 +85,7 @@ def batched_resets(env: Environment, count: int, seed: int) -> Any:
     ``jax.random.split(jax.random.key(seed), count)``, in one jitted vmap; the states
     as host arrays (for statistics of generated levels and grids)."""
     keys = jax.random.split(jax.random.key(seed), count)
-    states, _ = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, env.default_params)
+    states, _ = jitted(env).vreset(keys, env.default_params)
     return jax.device_get(states)
 
 
@@ -122,13 +161,14 @@ def check_structure(env: Environment, params: Any, actions: ActionFn) -> None:
     int32[num_args], info ``{"success": bool[]}``); the observation matches
     ``observation_spec``; the action space's shape is the actions'."""
     key = jax.random.key(0)
+    compiled = jitted(env)
     reset_out = jax.eval_shape(env.reset, key, params)
-    state, ts = jax.jit(env.reset)(key, params)
-    action = jax.jit(actions)(key, state)
+    state, ts = compiled.reset(key, params)
+    action = jitted_actions(actions)[0](key, state)
     step_out = jax.eval_shape(env.step, key, reset_out[0], action, params)
     assert same_structure(reset_out, step_out)
     assert _signature(reset_out) == _signature(step_out)
-    stepped = jax.jit(env.step)(key, state, action, params)
+    stepped = compiled.step(key, state, action, params)
     for concrete in ((state, ts), stepped):
         assert same_structure(concrete, reset_out)
         assert _signature(concrete) == _signature(reset_out)
@@ -161,20 +201,21 @@ def check_jit_matches_eager(
 ) -> list[Any]:
     """Jitted and eager reset and step agree exactly (values, dtypes, shapes) over
     ``episodes`` episodes of ``steps`` steps. Returns the jitted timesteps."""
-    reset, step, draw = jax.jit(env.reset), jax.jit(env.step), jax.jit(actions)
+    compiled = jitted(env)
+    reset, step, draw = compiled.reset, compiled.step, jitted_actions(actions)[0]
     key = jax.random.key(1)
     timesteps = []
     for _ in range(episodes):
         key, k = jax.random.split(key)
-        eager, jitted = env.reset(k, params), reset(k, params)
-        assert_trees_equal(jitted, eager)
+        eager, on_device = env.reset(k, params), reset(k, params)
+        assert_trees_equal(on_device, eager)
         for _ in range(steps):
             key, k, ka = jax.random.split(key, 3)
-            action = draw(ka, jitted[0])
+            action = draw(ka, on_device[0])
             eager = env.step(k, eager[0], action, params)
-            jitted = step(k, jitted[0], action, params)
-            assert_trees_equal(jitted, eager)
-            timesteps.append(jitted[1])
+            on_device = step(k, on_device[0], action, params)
+            assert_trees_equal(on_device, eager)
+            timesteps.append(on_device[1])
     return timesteps
 
 
@@ -186,10 +227,9 @@ def check_vmap_matches_loop(
     game whose reset is deterministic, as Tower of Hanoi's fixed ids, diverges with
     the lanes' actions). Returns the batched timesteps stacked over steps (leading
     axes ``[steps, batch]``)."""
-    reset, step = jax.jit(env.reset), jax.jit(env.step)
-    vreset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))
-    vstep = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
-    vdraw = jax.jit(jax.vmap(actions))
+    compiled = jitted(env)
+    reset, step, vreset, vstep = compiled.reset, compiled.step, compiled.vreset, compiled.vstep
+    vdraw = jitted_actions(actions)[1]
     keys = jax.random.split(jax.random.key(2), batch)
     states, ts = vreset(keys, params)
     singles = [reset(keys[i], params) for i in range(batch)]
@@ -240,7 +280,7 @@ def check_no_retracing(
     def step(key: jax.Array, state: Any, action: jax.Array, params: Any) -> Any:
         return env.step(key, state, action, params)
 
-    draw = jax.jit(actions)
+    draw = jitted_actions(actions)[0]
     state, _ = reset(jax.random.key(0), params)
     state, _ = reset(jax.random.key(1), other)
     for i in range(4):
@@ -324,7 +364,8 @@ def check_grammar_round_trip(env: Environment, params: Any, count: int = 32) -> 
     and stepping that action shows the ``format_error`` message."""
     key = jax.random.key(5)
     keys = jax.random.split(key, count)
-    states, _ = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, params)
+    compiled = jitted(env)
+    states, _ = compiled.vreset(keys, params)
     fine = jax.device_get(jax.jit(jax.vmap(env.random_action))(keys, states))
     wild = jax.device_get(env.action_space(params).sample(key, (count,)))
     well_formed = 0
@@ -339,7 +380,7 @@ def check_grammar_round_trip(env: Environment, params: Any, count: int = 32) -> 
             well_formed += 1
             np.testing.assert_array_equal(np.asarray(parsed.action), action, err_msg=text)
     assert well_formed == count, f"{well_formed} of {count} random actions are well formed"
-    step = jax.jit(env.step)
+    step = compiled.step
     for text in ("", "no action here", "\\boxed{}", "boxed{1}"):
         parsed = env.grammar.parse(text)
         assert not parsed.ok, text
