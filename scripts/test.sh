@@ -13,8 +13,9 @@ python3 -m venv .venv
 .venv/bin/mypy
 set +e
 # Two worker processes (pytest-xdist): most of the suite's time is XLA compiling,
-# one core per executable. GEMJAX_TEST_WORKERS=0 runs in this process.
-.venv/bin/python -m pytest -q -n "${GEMJAX_TEST_WORKERS:-2}" --durations=40 "$@"
+# one core per executable. GEMJAX_TEST_WORKERS=0 runs in this process. Tests marked
+# xdist_group(name) run in one worker, to share what they compile.
+.venv/bin/python -m pytest -q -n "${GEMJAX_TEST_WORKERS:-2}" --dist loadgroup --durations=40 "$@"
 status=$?
 set -e
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.

@@ -9,23 +9,29 @@ import json
 import pytest
 
 from gemjax.cli import main
-from gemjax.train.host import RunMismatch, run_token
+from gemjax.train.host import RunMismatch, run_settings, run_token
 from gemjax.train.lm import TinyLMConfig
-from gemjax.train.token_rollout import TokenLoopConfig
 from gemjax.train.token_trainer import TokenTrainConfig
 
 ENV_ID = "game:GuessTheNumber-v0-easy"
+# The run the CLI test asks for (its flags below), but for its length: the two tests
+# compile the same programs, and run in one worker (xdist_group) to share them
+# through its compilation cache.
 TINY = TokenTrainConfig(
     env_id=ENV_ID,
-    model=TinyLMConfig(width=16, heads=2, layers=1, mlp=32),
-    loop=TokenLoopConfig(horizon=2, context=320, response_tokens=6, prefill_chunk=32),
+    model=TinyLMConfig(width=16, layers=1),
+    loop=dataclasses.replace(TokenTrainConfig().loop, horizon=2, context=320, response_tokens=6),
     num_episodes=4,
     num_updates=2,
     warmup_updates=2,
     eval_every=1,
     eval_episodes=4,
 )
+CLI_FLAGS = ["--env", ENV_ID, "--updates", "1", "--warmup", "1", "--eval-every", "1"]
+CLI_FLAGS += ["--episodes", "4", "--eval-episodes", "4", "--width", "16", "--layers", "1"]
+CLI_FLAGS += ["--context", "320", "--response-tokens", "6", "--horizon", "2"]
 TIMING = ("wall_s", "steps_per_second")
+LENGTHS = ("num_updates", "warmup_updates")
 
 
 def _rows(run_dir):
@@ -34,6 +40,7 @@ def _rows(run_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("token_cli")
 def test_a_resumed_token_run_equals_an_uninterrupted_one(tmp_path):
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     run_token(TINY, whole, checkpoint_every=1, progress=False)
@@ -47,16 +54,19 @@ def test_a_resumed_token_run_equals_an_uninterrupted_one(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("token_cli")
 def test_cli_trains_a_token_agent_and_play_watches_it(tmp_path, capsys, monkeypatch):
-    out = str(tmp_path / "agent")
-    flags = ["--env", ENV_ID, "--updates", "1", "--warmup", "1", "--eval-every", "1"]
-    flags += ["--episodes", "4", "--eval-episodes", "4", "--width", "16", "--layers", "1"]
-    flags += ["--context", "320", "--response-tokens", "6", "--horizon", "2", "--out", out]
-    assert main(["train", "--policy", "token", *flags]) == 0
+    out = tmp_path / "agent"
+    assert main(["train", "--policy", "token", *CLI_FLAGS, "--out", str(out)]) == 0
+    settings = json.loads((out / "config.json").read_text())
+    expected = run_settings(TINY, seed=0)
+    for name in LENGTHS:
+        settings.pop(name), expected.pop(name)
+    assert settings == expected
     printed = capsys.readouterr().out
     assert "A greedy episode of the trained agent" in printed
     assert "format errors" in printed
-    assert main(["play", ENV_ID, "--agent", out, "--seed", "0"]) == 0
+    assert main(["play", ENV_ID, "--agent", str(out), "--seed", "0"]) == 0
     printed = capsys.readouterr().out
     assert printed.count("> ") >= 1
     assert "The game has ended" in printed
