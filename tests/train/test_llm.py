@@ -24,7 +24,12 @@ from flax import nnx
 
 pytest.importorskip("tunix")
 # The whole module is in CI only (left out of the quick tier, -m "not slow").
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
+# One xdist group: its module fixtures (the model folder, the trainer) are built once.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.slow,
+    pytest.mark.xdist_group("llm"),
+]
 
 import gemjax  # noqa: E402
 from gemjax.tokenizer_bridge import TokenBridge, load_tokenizer  # noqa: E402

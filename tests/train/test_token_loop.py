@@ -37,8 +37,10 @@ from gemjax.train.token_rollout import (
 )
 from gemjax.train.token_trainer import TokenTrainConfig, advantages, make_token_train
 
-# CI only: the quick tier (-m "not slow") leaves the token loop out.
-pytestmark = pytest.mark.slow
+# CI only: the quick tier (-m "not slow") leaves the token loop out. One xdist
+# group: the module's fixtures (the trainer, its rollout, the warmed-up state) are
+# built and compiled once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("token_loop")]
 
 ENV_ID = "game:GuessTheNumber-v0-easy"
 WARMUP_STEPS = 30
