@@ -510,18 +510,17 @@ def test_parsed_echoes_render_what_the_host_prints_and_cut_ones_are_flagged(env_
     """
     bridge = bridge_for(env_id, "qwen3")
     env, params, tokenizer = bridge.env, bridge.env.default_params, bridge.tokenizer
-    count = 48
-    keys = jax.random.split(jax.random.key(11), count)
-    states, _ = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
-    actions = np.asarray(jax.vmap(env.random_action)(keys, states))
-    rng = np.random.default_rng(0)
-    odd = ["I think " + adversarial(env.grammar.render(a), rng) for a in actions]
     capacity = bridge.messages.echo_capacity
     cases = edge_echoes(env, capacity)
     check_echo_slots_reach_the_edge(env, bridge, cases, capacity)
+    count = 48  # the odd responses, each drawn for the state its lane plays it in
+    keys = jax.random.split(jax.random.key(11), count + len(cases))
+    states, _ = jax.vmap(env.reset, in_axes=(0, None))(keys[:count], params)
+    actions = np.asarray(jax.vmap(env.random_action)(keys[:count], states))
+    rng = np.random.default_rng(0)
+    odd = ["I think " + adversarial(env.grammar.render(a), rng) for a in actions]
     texts = odd + [text for text, _, _ in cases]
     ids, lengths = encode_batch(tokenizer, texts, bridge.max_tokens)
-    keys = jax.random.split(jax.random.key(11), len(texts))
 
     @jax.jit
     def device(keys, ids, lengths):
