@@ -66,6 +66,21 @@ def to_mask(bits: jax.Array, size: int) -> jax.Array:
     return ((words >> jnp.asarray(numbers % WORD_BITS, jnp.uint32)) & 1) == 1
 
 
+def from_mask(mask: jax.Array) -> jax.Array:
+    """uint32[..., num_words(size)]: the set of the ``n`` where ``mask[..., n]``
+    (bool[..., size]), the inverse of :func:`to_mask`."""
+    size = mask.shape[-1]
+    numbers = np.arange(size)
+    bits = jnp.where(mask, jnp.asarray(1 << (numbers % WORD_BITS), jnp.uint32), jnp.uint32(0))
+    return jnp.stack(
+        [
+            jnp.sum(bits[..., numbers // WORD_BITS == word], axis=-1, dtype=jnp.uint32)
+            for word in range(num_words(size))
+        ],
+        axis=-1,
+    )
+
+
 def from_indices(indices: Iterable[int], size: int) -> np.ndarray:
     """uint32[num_words(size)] (host NumPy): the set of ``indices`` (each in ``0..size-1``)."""
     bits = np.zeros(num_words(size), np.uint32)

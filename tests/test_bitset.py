@@ -26,6 +26,17 @@ def test_contains_insert_and_mask_agree_with_a_python_set(members, probe):
     np.testing.assert_array_equal(np.asarray(unchanged), np.asarray(bits))
 
 
+def test_from_mask_is_the_inverse_of_to_mask():
+    rng = np.random.default_rng(0)
+    masks = rng.random((4, 3, SIZE)) < 0.4
+    bits = bitset.from_mask(jnp.asarray(masks))
+    assert bits.shape == (4, 3, bitset.num_words(SIZE)) and bits.dtype == jnp.uint32
+    np.testing.assert_array_equal(np.asarray(bitset.to_mask(bits, SIZE)), masks)
+    for lane, row in np.ndindex(4, 3):
+        expected = bitset.from_indices(np.flatnonzero(masks[lane, row]).tolist(), SIZE)
+        np.testing.assert_array_equal(np.asarray(bits[lane, row]), expected)
+
+
 def test_vmapped_inserts_are_per_lane():
     bits = jnp.stack([bitset.empty(SIZE)] * 3)
     bits = jax.jit(jax.vmap(bitset.insert))(

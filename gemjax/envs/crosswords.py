@@ -335,7 +335,9 @@ class Crosswords(
         codes = jnp.asarray(bank.codes)[entries]
         lengths = jnp.asarray(bank.lengths)[entries]
         down = below(words(1 + count, count), 2) == 1
-        placement = place_words(codes, lengths, down, words(1 + 2 * count, count), size)
+        placement = place_words(
+            codes, lengths, down, words(1 + 2 * count, count), size, len(LETTERS).bit_length()
+        )
         solution = upper_codes(placement.grid)
         state = CrosswordsState(
             hardcore=hardcore,

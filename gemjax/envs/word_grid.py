@@ -18,13 +18,15 @@ place a few words, longest first, each ``across`` or ``down`` as drawn beforehan
 4. without a fitting candidate, the first start in row-major order where the word
    fits; a word that fits nowhere is dropped.
 
-:func:`place_words` does the same for a batch lane with fixed shapes: a grid of
-``max_side x max_side`` codes (0 empty, letters from 1), of which the top-left
-``side x side`` is the game's. Candidates are counted for every start at once: a word
-laid across in a frame (the grid itself, or its transpose for a down word) counts,
-per start ``(r, c)``, the letters ``i`` with ``frame[r, c + i] == word[i]`` on a cell
-covered by words of the other direction (one count per such word), which is the
-number of times GEM lists that start.
+:func:`place_words` does the same for a batch lane with fixed shapes, on a
+``max_side x max_side`` grid of which the top-left ``side x side`` is the game's. The
+grid is kept as bit planes (:class:`StartSearch`): seen along a word's direction, each
+position holds the bitset of the lines across it (rows for an across word) that are
+occupied, that hold each bit of a letter code, and that are covered by listed words of
+the other direction (a bit-sliced count). A word's candidates for every start at once
+are then bitwise operations per letter: the starts where it fits, and per letter ``i``
+the starts that put letter ``i`` on a covered cell holding it, counted once per
+covering word, which is the number of times GEM lists that start.
 
 Two sampled words can be equal once upper-cased (NLTK's ``en`` list has ``Bob`` and
 ``bob``); GEM keys its placed words by the word, so the later copy's position
@@ -35,13 +37,14 @@ one GEM still lists.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from gemjax import bitset
 from gemjax.core import Variant
 from gemjax.rng import below
 
@@ -157,9 +160,10 @@ def longest_first(lengths: jax.Array) -> jax.Array:
 def grid_side(longest: jax.Array) -> jax.Array:
     """int32: GEM's ``round(1.5 * longest)`` (half to even) for an int32 ``longest``."""
     twice = 3 * longest  # 2 * 1.5 * longest
-    low = twice // 2
-    half = (twice % 2) == 1
-    return jnp.where(half & (low % 2 == 1), low + 1, low).astype(jnp.int32)
+    # Shifts and masks rather than // and %: XLA recomputes this per-lane value inside
+    # every fused consumer, and signed division is a dozen operations.
+    low = twice >> 1
+    return (low + (twice & low & 1)).astype(jnp.int32)
 
 
 def same_words(words: jax.Array, lengths: jax.Array) -> jax.Array:
@@ -178,78 +182,271 @@ def shared_directions(down: jax.Array, same: jax.Array) -> jax.Array:
     return down[last]
 
 
-def start_weights(
-    frame: jax.Array, crossing: jax.Array, word: jax.Array, length: jax.Array, side: jax.Array
-) -> tuple[jax.Array, jax.Array]:
-    """For a word laid across ``frame``: (int32[S, S] how many times GEM lists each
-    start as an overlap candidate where the word fits, 0 elsewhere; bool[S, S] the
-    word fits there).
+#: A frame's first bit plane: the occupied cells; the letter codes' bits follow.
+OCCUPIED = 0
+
+
+def cover_planes(count: int) -> int:
+    """Bit planes of the per-cell count of listed words of one direction that a search
+    reads: at most ``count - 1`` words are placed before the last one."""
+    return max(1, (count - 1).bit_length())
+
+
+def add_mask(planes: jax.Array, mask: jax.Array) -> jax.Array:
+    """uint32[C, ...] bit-sliced counters (plane ``c`` holds bit ``c`` of every count)
+    plus 1 where ``mask`` (uint32[...]) has a bit."""
+    out, carry = [], mask
+    for plane in planes:
+        out.append(plane ^ carry)
+        carry = plane & carry
+    return jnp.stack(out)
+
+
+def subtract_mask(planes: jax.Array, mask: jax.Array) -> jax.Array:
+    """uint32[C, ...] bit-sliced counters minus 1 where ``mask`` has a bit (those counts
+    are at least 1)."""
+    out, borrow = [], mask
+    for plane in planes:
+        out.append(plane ^ borrow)
+        borrow = ~plane & borrow
+    return jnp.stack(out)
+
+
+class StartSearch(struct.PyTreeNode):
+    """GEM's overlap candidates for a word laid across a frame, as bitsets.
+
+    A frame is the grid seen along a word: index ``j`` is the position along the
+    word's direction (a column for an across word), and each cell is a bitset over the
+    lines across it (rows for an across word) in ``N = num_words(S)`` uint32 words, so
+    testing a start on every line at once is a few bitwise operations.
+
+    The candidate *entries* are indexed by ``(i, c, j)``: line ``l`` is in entry
+    ``(i, c, j)`` when the word fits starting at ``(l, j)`` and its letter ``i`` lies
+    on a cell holding that letter whose count of covering words (of the other
+    direction) has bit ``c``; GEM lists that start ``2**c`` times for that letter.
+
+    Attributes:
+        fits: uint32[S, N] the starts where the word fits.
+        matching: uint32[L, S + L, N] per letter, the cells holding it (positions
+            beyond the frame empty).
+        covered: uint32[C, S + L, N] bit-sliced cover counts (same padding).
+        counts: int32[L, C, S] the lines in each entry.
+    """
+
+    fits: jax.Array
+    matching: jax.Array
+    covered: jax.Array
+    counts: jax.Array
+
+    def entry(self, offset: jax.Array, plane: jax.Array, position: jax.Array) -> jax.Array:
+        """uint32[N]: the lines of entry ``(offset, plane, position)`` (int32[] each)."""
+        cell = position + offset
+        return self.fits[position] & self.matching[offset, cell] & self.covered[plane, cell]
+
+    @property
+    def weights(self) -> jax.Array:
+        """int32[L, C, S]: how many times GEM lists the starts of each entry."""
+        planes = self.counts.shape[1]
+        return self.counts << jnp.arange(planes, dtype=jnp.int32)[None, :, None]
+
+
+def word_counts(words: jax.Array) -> jax.Array:
+    """int32[...]: the sizes of the bitsets ``words`` (uint32[..., N]), summed word by
+    word (as a reduction over a leading axis: over the tiny last axis XLA's CPU emits
+    scalar code)."""
+    counts = jax.lax.population_count(words).astype(jnp.int32)
+    return jnp.sum(jnp.moveaxis(counts, -1, 0), axis=0)
+
+
+def search_starts(
+    frame: jax.Array,
+    cover: jax.Array,
+    word: jax.Array,
+    length: jax.Array,
+    side: jax.Array,
+) -> StartSearch:
+    """The :class:`StartSearch` of a word in a frame.
 
     Args:
-        frame: int8[S, S] the grid, transposed for a down word.
-        crossing: int8[S, S] per cell, how many listed words of the other direction
-            cover it (in the same frame).
+        frame: uint32[1 + B, S, N] occupied cells, then the ``B`` bits of their letter
+            codes.
+        cover: uint32[C, S, N] per cell, bit-sliced, how many listed words of the other
+            direction cover it.
         word: int8[L] letter codes (0 beyond ``length``); length: int32[].
         side: int32[] the game's grid side.
     """
-    size = frame.shape[0]
+    code_bits, size = frame.shape[0] - 1, frame.shape[1]
     longest = word.shape[0]
-    # Cells beyond the last column read as empty and uncrossed.
-    frame_padded = jnp.pad(frame.astype(jnp.int32), ((0, 0), (0, longest)))
-    crossing_padded = jnp.pad(crossing.astype(jnp.int32), ((0, 0), (0, longest)))
-    listed = jnp.zeros(frame.shape, jnp.int32)
-    clash = jnp.zeros(frame.shape, jnp.bool_)
-    for offset in range(longest):
-        cell = frame_padded[:, offset : offset + size]
-        within = offset < length
-        letter = word[offset].astype(jnp.int32)
-        listed += jnp.where(
-            within & (cell == letter), crossing_padded[:, offset : offset + size], 0
-        )
-        clash |= within & (cell != 0) & (cell != letter)
+    occupied = frame[OCCUPIED]
+    codes = word.astype(jnp.uint32)
+    letter_has = jnp.where(
+        ((codes[:, None] >> jnp.arange(code_bits, dtype=jnp.uint32)) & 1) == 1,
+        jnp.uint32(0xFFFFFFFF),
+        jnp.uint32(0),
+    )
+    differs = jnp.bitwise_or.reduce(frame[None, 1:] ^ letter_has[:, :, None, None], axis=1)
+    within = (jnp.arange(longest) < length)[:, None, None]
+    # Positions beyond the frame read as empty and uncovered.
+    pad = ((0, 0), (0, longest), (0, 0))
+    clashing = jnp.pad(jnp.where(within, occupied[None] & differs, 0), pad)
+    matching = jnp.pad(jnp.where(within, occupied[None] & ~differs, 0), pad)
+    covered = jnp.pad(cover, pad)
     index = jnp.arange(size, dtype=jnp.int32)
-    inside = (index[:, None] < side) & (index[None, :] < side)
-    fits = inside & (index[None, :] + length <= side) & ~clash
-    return jnp.where(fits, listed.astype(jnp.int32), 0), fits
+    inside = (index + length <= side)[:, None]
+
+    def from_offset(cells: jax.Array, offset: jax.Array) -> jax.Array:
+        """``cells`` (uint32[..., S + L, N]) at positions ``offset .. offset + S - 1``."""
+        return jax.lax.dynamic_slice_in_dim(cells, offset, size, axis=-2)
+
+    # Loops over the letters, so that XLA materialises ``fits`` and the frames once:
+    # unrolled, their chains of elementwise operations are fused into (and recomputed
+    # by) every consumer.
+    def add_clash(offset: jax.Array, clash: jax.Array) -> jax.Array:
+        return clash | from_offset(clashing[offset], offset)
+
+    clash = jax.lax.fori_loop(0, longest, add_clash, jnp.zeros(cover.shape[1:], jnp.uint32))
+    lines = bitset.from_mask(index < side)
+    fits = jnp.where(inside, lines[None, :] & ~clash, jnp.uint32(0))
+
+    def count(offset: jax.Array, counts: jax.Array) -> jax.Array:
+        entries = fits[None] & from_offset(matching[offset], offset)[None]
+        entries = entries & from_offset(covered, offset)
+        return counts.at[offset].set(word_counts(entries))
+
+    counts = jax.lax.fori_loop(
+        0, longest, count, jnp.zeros((longest, cover.shape[0], size), jnp.int32)
+    )
+    return StartSearch(fits=fits, matching=matching, covered=covered, counts=counts)
+
+
+def draw_weighted(weights: jax.Array, word: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The (row, col) of a cell of ``weights`` (int32[R, K], total > 0) drawn with
+    probability proportional to its weight, by ``word`` (uint32[]): the row first (by
+    its row total), then the column within it; with the draw's rank inside the cell
+    (int32[], ``0 .. weight - 1``). Running sums are products with a triangle of ones
+    (a batched cumsum is slow on XLA's CPU)."""
+    rows, cols = weights.shape
+
+    def ends(values: jax.Array, count: int) -> jax.Array:
+        upper = jnp.asarray(np.triu(np.ones((count, count), np.float32)))
+        return jnp.dot(values.astype(jnp.float32), upper).astype(jnp.int32)
+
+    target = below(word, jnp.maximum(jnp.sum(weights), 1))
+    row_ends = ends(jnp.sum(weights, axis=1), rows)
+    row = jnp.sum(row_ends <= target, dtype=jnp.int32)
+    rest = target - jnp.where(row > 0, row_ends[jnp.maximum(row - 1, 0)], 0)
+    col_ends = ends(weights[row], cols)
+    col = jnp.sum(col_ends <= rest, dtype=jnp.int32)
+    rank = rest - jnp.where(col > 0, col_ends[jnp.maximum(col - 1, 0)], 0)
+    return row, col, rank
 
 
 def pick_weighted(weights: jax.Array, word: jax.Array) -> jax.Array:
-    """int32[2] the (row, col) of the cell of ``weights`` (int32[S, S], total > 0)
-    drawn with probability proportional to its weight, by ``word`` (uint32[]): the
-    row first (by its row total), then the column within it. Running sums are
-    products with a triangle of ones (a batched cumsum is slow on XLA's CPU)."""
-    size = weights.shape[0]
-    below_or_at = jnp.asarray(np.triu(np.ones((size, size), np.float32)))
-    row_totals = jnp.sum(weights, axis=1).astype(jnp.float32)
-    target = below(word, jnp.maximum(jnp.sum(weights), 1))
-    row_ends = jnp.dot(row_totals, below_or_at).astype(jnp.int32)
-    row = jnp.sum(row_ends <= target, dtype=jnp.int32)
-    before = jnp.where(row > 0, row_ends[jnp.maximum(row - 1, 0)], 0)
-    col_ends = jnp.dot(weights[row].astype(jnp.float32), below_or_at).astype(jnp.int32)
-    col = jnp.sum(col_ends <= target - before, dtype=jnp.int32)
+    """int32[2] the (row, col) of :func:`draw_weighted`."""
+    row, col, _ = draw_weighted(weights, word)
     return jnp.stack([row, col])
 
 
-def first_fit(fits: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(int32[2] the first (row, col) in row-major order where ``fits`` (bool[S, S]),
-    bool[] there is one). A min over cell indices: a batched ``argmax`` (a two-operand
-    reduction) is several times slower on XLA's CPU backend."""
-    size = fits.shape[1]
-    cells = fits.size
-    flat = jnp.min(jnp.where(fits.reshape(-1), jnp.arange(cells, dtype=jnp.int32), cells))
-    return jnp.stack([flat // size, flat % size]), flat < cells
+def nth_bit(words: jax.Array, rank: jax.Array) -> jax.Array:
+    """int32[]: the index of the ``rank``-th (from 0) set bit of the bitset ``words``
+    (uint32[N])."""
+    below_or_at = np.asarray([(2 << bit) - 1 for bit in range(32)], np.uint64).astype(np.uint32)
+    within = jax.lax.population_count(words[:, None] & jnp.asarray(below_or_at)[None, :])
+    totals = jax.lax.population_count(words).astype(jnp.int32)
+    earlier = jnp.asarray(np.tril(np.ones((len(totals),) * 2, np.int32), -1))
+    counts = within.astype(jnp.int32) + jnp.sum(earlier * totals[None, :], axis=1)[:, None]
+    return jnp.sum(counts <= rank, dtype=jnp.int32)
 
 
-def laid(
-    word: jax.Array, length: jax.Array, start: jax.Array, size: int
-) -> tuple[jax.Array, jax.Array]:
-    """(int8[S, S] the word's letters laid across from ``start`` (int32[2]), 0
-    elsewhere; bool[S, S] its cells)."""
+def lowest_bit(words: jax.Array) -> jax.Array:
+    """int32[...]: the smallest element of the bitsets ``words`` (uint32[..., N]);
+    ``32 * N`` for an empty one."""
+    lowest = words & (~words + jnp.uint32(1))
+    trailing = jax.lax.population_count(lowest - jnp.uint32(1)).astype(jnp.int32)
+    offsets = jnp.arange(words.shape[-1], dtype=jnp.int32) * bitset.WORD_BITS
+    empty = words.shape[-1] * bitset.WORD_BITS
+    return jnp.min(jnp.where(words != 0, trailing + offsets, empty), axis=-1)
+
+
+def draw_start(search: StartSearch, word: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(int32[] line, int32[] position): a start drawn with probability proportional to
+    GEM's listing count, by ``word`` (uint32[]): an entry's position, then a line of
+    it."""
+    longest, planes, size = search.counts.shape
+    group, position, rank = draw_weighted(search.weights.reshape(longest * planes, size), word)
+    offset, plane = group // planes, group % planes
+    return nth_bit(search.entry(offset, plane, position), rank >> plane), position
+
+
+def first_fit(fits: jax.Array, down: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(int32[] line, int32[] position, bool[] any): the first start where the word
+    fits (``fits``: uint32[S, N], :attr:`StartSearch.fits`) in the grid's row-major
+    order: for an across word (lines are rows) the lowest line, then position; for a
+    down word (positions are rows) the lowest position, then line."""
+    size, words = fits.shape
     index = jnp.arange(size, dtype=jnp.int32)
-    offset = index[None, :] - start[1]
-    cells = (index[:, None] == start[0]) & (offset >= 0) & (offset < length)
-    letters = word[jnp.clip(offset, 0, word.shape[0] - 1)]
-    return jnp.where(cells, letters, 0).astype(jnp.int8), cells
+    # Across: the lowest line with a fit, then the first position fitting on it.
+    across_line = lowest_bit(jnp.bitwise_or.reduce(fits, axis=0))
+    word_of_line = jnp.arange(words) == across_line // bitset.WORD_BITS
+    on_line = jnp.sum(jnp.where(word_of_line[None, :], fits, 0), axis=1, dtype=jnp.uint32)
+    on_line = (on_line >> (across_line % bitset.WORD_BITS).astype(jnp.uint32)) & 1
+    across_position = jnp.min(jnp.where(on_line == 1, index, size))
+    # Down: the first position with a fit, then its lowest line.
+    down_position = jnp.min(jnp.where(jnp.any(fits != 0, axis=1), index, size))
+    down_line = lowest_bit(jnp.sum(jnp.where((index == down_position)[:, None], fits, 0), axis=0))
+    line = jnp.where(down, down_line, across_line)
+    position = jnp.where(down, down_position, across_position)
+    return line, position, jnp.any(fits != 0)
+
+
+def laid_planes(
+    word: jax.Array,
+    length: jax.Array,
+    line: jax.Array,
+    start: jax.Array,
+    size: int,
+    code_bits: int,
+) -> tuple[jax.Array, jax.Array]:
+    """A word laid on ``line`` from ``start`` (int32[]) in both frames: (uint32[P, S, N]
+    in its own direction's frame: its positions hold the line's bit; uint32[P, S, N]
+    in the other frame: the line's index holds the positions' bits), with ``P = 1 +
+    code_bits`` (occupied, then the letter codes' bits)."""
+    index = jnp.arange(size, dtype=jnp.int32)
+    covered = (index >= start) & (index < start + length)
+    letters = word[jnp.clip(index - start, 0, word.shape[0] - 1)].astype(jnp.int32)
+    flags = jnp.stack(
+        [covered] + [covered & (((letters >> bit) & 1) == 1) for bit in range(code_bits)]
+    )
+    line_bit = bitset.from_mask(index == line)
+    along = jnp.where(flags[..., None], line_bit[None, None, :], jnp.uint32(0))
+    across = jnp.where((index == line)[None, :, None], bitset.from_mask(flags)[:, None, :], 0)
+    return along, across.astype(jnp.uint32)
+
+
+def frame_codes(frame: jax.Array, size: int) -> jax.Array:
+    """int8[S, S]: the letter codes of a frame (uint32[P, S, N]), cell ``[j, l]`` at
+    position ``j`` and line ``l``."""
+    codes = jnp.zeros((size, size), jnp.int32)
+    for bit in range(frame.shape[0] - 1):
+        codes = codes | (bitset.to_mask(frame[1 + bit], size).astype(jnp.int32) << bit)
+    return codes.astype(jnp.int8)
+
+
+class Layout(NamedTuple):
+    """The words placed so far (:func:`place_words`' loop carry): both frames
+    (uint32[P, S, N]), per frame the bit-sliced count of listed words of the other
+    direction per cell (uint32[C, S, N]), each word's cells in the other direction's
+    frame (uint32[W, S, N]), and the :class:`Placement` fields (int32[W], bool[W])."""
+
+    across_frame: jax.Array
+    down_frame: jax.Array
+    across_cover: jax.Array
+    down_cover: jax.Array
+    spans: jax.Array
+    rows: jax.Array
+    cols: jax.Array
+    placed: jax.Array
+    live: jax.Array
 
 
 def place_words(
@@ -258,8 +455,14 @@ def place_words(
     down: jax.Array,
     picks: jax.Array,
     max_side: int,
+    code_bits: int,
 ) -> Placement:
     """GEM's placement (module docstring) of ``W`` words on one lane.
+
+    The grid is kept as bit planes in two frames (:class:`StartSearch`): the across
+    frame (position = column, lines = rows), where across words are searched, and the
+    down frame (position = row, lines = columns); and per frame the bit-sliced count
+    of listed words of the other direction per cell.
 
     Args:
         words: int8[W, L] letter codes (from 1; 0 beyond each length), longest first.
@@ -267,63 +470,78 @@ def place_words(
         down: bool[W] each word's drawn direction (one draw per word, as GEM draws).
         picks: uint32[W] a random word per placement (the first is unused).
         max_side: the static grid side ``S`` (at least ``round(1.5 * L)``).
+        code_bits: the bits of the largest letter code.
 
     Returns:
         The :class:`Placement`; the game's side is ``grid_side(lengths[0])``.
     """
     count = words.shape[0]
+    size, nwords = max_side, bitset.num_words(max_side)
     side = grid_side(lengths[0])
     same = same_words(words, lengths)
     down = shared_directions(down, same)
-    grid = jnp.zeros((max_side, max_side), jnp.int8)
-    # Per cell, how many listed words cover it: across words, down words.
-    across_cover = jnp.zeros((max_side, max_side), jnp.int8)
-    down_cover = jnp.zeros((max_side, max_side), jnp.int8)
-    rows: list[jax.Array] = []
-    cols: list[jax.Array] = []
-    placed: list[jax.Array] = []
-    live: list[jax.Array] = []
-    masks: list[jax.Array] = []
-    for k in range(count):
+    frame = jnp.zeros((1 + code_bits, size, nwords), jnp.uint32)
+    cover = jnp.zeros((cover_planes(count), size, nwords), jnp.uint32)
+    slots = jnp.zeros((count,), jnp.int32)
+    empty = Layout(
+        across_frame=frame,
+        down_frame=frame,
+        across_cover=cover,
+        down_cover=cover,
+        spans=jnp.zeros((count, size, nwords), jnp.uint32),
+        rows=slots,
+        cols=slots,
+        placed=slots.astype(jnp.bool_),
+        live=slots.astype(jnp.bool_),
+    )
+
+    def lay(k: jax.Array, layout: Layout, line: jax.Array, start: jax.Array, ok: jax.Array):
+        """``layout`` with word ``k`` on ``line`` from ``start`` where ``ok``."""
         is_down = down[k]
-        frame = jnp.where(is_down, grid.T, grid)
-        if k == 0:
-            start = jnp.stack([side // 2, (side - lengths[0]) // 2])
-            ok = jnp.bool_(True)
-        else:
-            crossing = jnp.where(is_down, across_cover.T, down_cover)
-            weights, fits = start_weights(frame, crossing, words[k], lengths[k], side)
-            overlap = jnp.sum(weights) > 0
-            # GEM scans rows then columns of the grid itself, whatever the frame.
-            fallback, any_fit = first_fit(jnp.where(is_down, fits.T, fits))
-            fallback = jnp.where(is_down, fallback[::-1], fallback)
-            start = jnp.where(overlap, pick_weighted(weights, picks[k]), fallback)
-            ok = overlap | any_fit
-        letters, cells = laid(words[k], lengths[k], start, max_side)
-        cells = cells & ok
-        frame = jnp.where(cells, letters, frame)
-        grid = jnp.where(is_down, frame.T, frame)
-        mask = jnp.where(is_down, cells.T, cells)
-        # A placed copy of an earlier word replaces it as a listed word.
-        replaced = [ok & same[k, j] & live[j] for j in range(k)]
-        live = [alive & ~gone for alive, gone in zip(live, replaced, strict=True)]
-        masks.append(mask)
-        unlisted = sum(
-            (jnp.where(gone, masks[j], False).astype(jnp.int8) for j, gone in enumerate(replaced)),
-            jnp.zeros((max_side, max_side), jnp.int8),
+        along, across = laid_planes(
+            words[k], jnp.where(ok, lengths[k], 0), line, start, size, code_bits
         )
-        across_cover = across_cover - jnp.where(~is_down, unlisted, 0) + (mask & ~is_down)
-        down_cover = down_cover - jnp.where(is_down, unlisted, 0) + (mask & is_down)
-        actual = jnp.where(is_down, start[::-1], start)
-        rows.append(jnp.where(ok, actual[0], 0))
-        cols.append(jnp.where(ok, actual[1], 0))
-        placed.append(ok)
-        live.append(ok)
+        # A placed copy of an earlier word replaces it as a listed word.
+        replaced = ok & same[k] & layout.live & (jnp.arange(count) < k)
+        unlisted = jnp.bitwise_or.reduce(
+            jnp.where(replaced[:, None, None], layout.spans, jnp.uint32(0)), axis=0
+        )
+        span = across[OCCUPIED]
+        own_cover = jnp.where(is_down, layout.across_cover, layout.down_cover)
+        recounted = add_mask(subtract_mask(own_cover, unlisted), span)
+        return Layout(
+            across_frame=layout.across_frame | jnp.where(is_down, across, along),
+            down_frame=layout.down_frame | jnp.where(is_down, along, across),
+            across_cover=jnp.where(is_down, recounted, layout.across_cover),
+            down_cover=jnp.where(is_down, layout.down_cover, recounted),
+            spans=layout.spans.at[k].set(span),
+            rows=layout.rows.at[k].set(jnp.where(ok, jnp.where(is_down, start, line), 0)),
+            cols=layout.cols.at[k].set(jnp.where(ok, jnp.where(is_down, line, start), 0)),
+            placed=layout.placed.at[k].set(ok),
+            live=(layout.live & ~replaced).at[k].set(ok),
+        )
+
+    def place(k: jax.Array, layout: Layout) -> Layout:
+        """``layout`` with word ``k`` placed as GEM places a later word."""
+        is_down = down[k]
+        frame = jnp.where(is_down, layout.down_frame, layout.across_frame)
+        cover = jnp.where(is_down, layout.down_cover, layout.across_cover)
+        search = search_starts(frame, cover, words[k], lengths[k], side)
+        overlap = jnp.any(search.counts > 0)
+        drawn_line, drawn_start = draw_start(search, picks[k])
+        first_line, first_start, any_fit = first_fit(search.fits, is_down)
+        line = jnp.where(overlap, drawn_line, first_line)
+        start = jnp.where(overlap, drawn_start, first_start)
+        return lay(k, layout, line, start, overlap | any_fit)
+
+    first = jnp.int32(0)
+    layout = lay(first, empty, side >> 1, (side - lengths[0]) >> 1, jnp.bool_(True))
+    layout = jax.lax.fori_loop(1, count, place, layout)
     return Placement(
-        grid=grid,
-        rows=jnp.stack(rows).astype(jnp.int32),
-        cols=jnp.stack(cols).astype(jnp.int32),
+        grid=frame_codes(layout.down_frame, size),
+        rows=layout.rows,
+        cols=layout.cols,
         down=down,
-        placed=jnp.stack(placed),
-        live=jnp.stack(live),
+        placed=layout.placed,
+        live=layout.live,
     )

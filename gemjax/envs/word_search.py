@@ -360,7 +360,9 @@ class WordSearch(
         order = longest_first(lengths)
         codes, lengths = codes[order], lengths[order]
         down = below(words(1 + count, count), 2) == 1
-        placement = place_words(codes, lengths, down, words(1 + 2 * count, count), size)
+        placement = place_words(
+            codes, lengths, down, words(1 + 2 * count, count), size, len(SYMBOLS).bit_length()
+        )
         side = grid_side(lengths[0])
         index = jnp.arange(size, dtype=jnp.int32)
         inside = (index[:, None] < side) & (index[None, :] < side)

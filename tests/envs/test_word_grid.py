@@ -19,13 +19,20 @@ import pytest
 from gem.envs.game_env import word_search
 from gem.envs.game_env.word_search import WordSearchEnv
 
-from gemjax.envs.word_grid import grid_side, place_words, start_weights
+from gemjax import bitset
+from gemjax.envs.word_grid import (
+    cover_planes,
+    grid_side,
+    place_words,
+    search_starts,
+)
 from gemjax.envs.words import word_list
 
 WORDS = 5
 MAX_LENGTH = 24
 MAX_SIDE = 36
 SYMBOLS = string.ascii_uppercase + "-"
+CODE_BITS = len(SYMBOLS).bit_length()
 TALLY: Counter[str] = Counter()
 
 
@@ -47,12 +54,39 @@ def grid_codes(grid: list[list[str]]) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def place():
-    return jax.jit(jax.vmap(lambda w, n, d, p: place_words(w, n, d, p, MAX_SIDE)))
+    return jax.jit(jax.vmap(lambda w, n, d, p: place_words(w, n, d, p, MAX_SIDE, CODE_BITS)))
+
+
+def dense_start_weights(
+    frame: jax.Array, crossing: jax.Array, word: jax.Array, length: jax.Array, side: jax.Array
+) -> jax.Array:
+    """int32[S, S]: per start (line, position) of a word laid across the dense
+    ``frame`` (int8[S, S] codes, rows are lines) with ``crossing`` (int8[S, S] cover
+    counts), GEM's listing count from :func:`search_starts` on the frame's bit planes
+    (every entry's lines, weighted ``2**c``; -1 everywhere if an entry's count is not
+    its number of lines)."""
+    cells = frame.T.astype(jnp.int32)  # [position, line]
+    planes = [cells > 0] + [((cells >> bit) & 1) == 1 for bit in range(CODE_BITS)]
+    counts = crossing.T.astype(jnp.int32)
+    cover = [((counts >> c) & 1) == 1 for c in range(cover_planes(WORDS))]
+    search = search_starts(
+        bitset.from_mask(jnp.stack(planes)), bitset.from_mask(jnp.stack(cover)), word, length, side
+    )
+    longest, planes_, size = search.counts.shape
+    offset, plane, position = (
+        jnp.asarray(a.reshape(-1)) for a in np.indices((longest, planes_, size))
+    )
+    entries = jax.vmap(search.entry)(offset, plane, position)  # [L * C * S, N]
+    bits = bitset.to_mask(entries, MAX_SIDE).astype(jnp.int32)  # [.., line]
+    assert_counts = jnp.sum(bits, axis=-1) == search.counts.reshape(-1)
+    scaled = bits << plane[:, None]
+    weights = jnp.zeros((size, MAX_SIDE), jnp.int32).at[position].add(scaled)  # [position, line]
+    return jnp.where(jnp.all(assert_counts), weights.T, -1)
 
 
 @pytest.fixture(scope="module")
 def weights_of():
-    return jax.jit(start_weights)
+    return jax.jit(dense_start_weights)
 
 
 def draw_cases(count: int, seed: int) -> list[tuple[list[str], list[bool]]]:
@@ -121,7 +155,7 @@ class Replay:
         frame = grid_codes(grid)
         if down:
             frame, crossing = frame.T, crossing.T
-        weights, _ = self.weights_of(
+        weights = self.weights_of(
             jnp.asarray(frame),
             jnp.asarray(crossing),
             jnp.asarray(codes(word)),
