@@ -224,30 +224,44 @@ class StartSearch(struct.PyTreeNode):
     ``(i, c, j)`` when the word fits starting at ``(l, j)`` and its letter ``i`` lies
     on a cell holding that letter whose count of covering words (of the other
     direction) has bit ``c``; GEM lists that start ``2**c`` times for that letter.
+    ``counts[c, j]`` is the number of lines in the entries ``(i, c, j)`` over ``i``.
 
     Attributes:
         fits: uint32[S, N] the starts where the word fits.
-        matching: uint32[L, S + L, N] per letter, the cells holding it (positions
-            beyond the frame empty).
-        covered: uint32[C, S + L, N] bit-sliced cover counts (same padding).
-        counts: int32[L, C, S] the lines in each entry.
+        frame: uint32[1 + B, S + L, N] the frame's planes (positions beyond it empty).
+        covered: uint32[C, S + L, N] its bit-sliced cover counts (same padding).
+        letters: uint32[L, B] per letter of the word, all ones where its code has that
+            bit (rows beyond the word's length are never read).
+        counts: int32[C, S] the lines in the entries of each cover bit and position.
     """
 
     fits: jax.Array
-    matching: jax.Array
+    frame: jax.Array
     covered: jax.Array
+    letters: jax.Array
     counts: jax.Array
+
+    def matching(self, offset: jax.Array, cells: jax.Array) -> jax.Array:
+        """uint32[..., N]: the lines whose cell holds letter ``offset`` (int32[]), of
+        ``cells`` (uint32[1 + B, ..., N], planes of the frame)."""
+        letter = self.letters[offset]
+        differs = jnp.zeros(cells.shape[1:], jnp.uint32)
+        for bit in range(letter.shape[0]):
+            differs = differs | (cells[1 + bit] ^ letter[bit])
+        return cells[OCCUPIED] & ~differs
 
     def entry(self, offset: jax.Array, plane: jax.Array, position: jax.Array) -> jax.Array:
         """uint32[N]: the lines of entry ``(offset, plane, position)`` (int32[] each)."""
         cell = position + offset
-        return self.fits[position] & self.matching[offset, cell] & self.covered[plane, cell]
+        matching = self.matching(offset, self.frame[:, cell])
+        return self.fits[position] & matching & self.covered[plane, cell]
 
     @property
     def weights(self) -> jax.Array:
-        """int32[L, C, S]: how many times GEM lists the starts of each entry."""
-        planes = self.counts.shape[1]
-        return self.counts << jnp.arange(planes, dtype=jnp.int32)[None, :, None]
+        """int32[C, S]: how many times GEM lists the starts of the entries of each cover
+        bit and position."""
+        planes = self.counts.shape[0]
+        return self.counts << jnp.arange(planes, dtype=jnp.int32)[:, None]
 
 
 def word_counts(words: jax.Array) -> jax.Array:
@@ -267,6 +281,13 @@ def search_starts(
 ) -> StartSearch:
     """The :class:`StartSearch` of a word in a frame.
 
+    Two loops over the word's letters, each reading the frame from the letter's offset:
+    the first gathers the clashes (an occupied cell with another letter), hence where
+    the word fits; the second adds up the letters' entries. Loops rather than
+    per-letter arrays: XLA then keeps the frame and ``fits`` computed once, where
+    unrolled chains of elementwise operations are fused into, and recomputed by, every
+    consumer.
+
     Args:
         frame: uint32[1 + B, S, N] occupied cells, then the ``B`` bits of their letter
             codes.
@@ -277,65 +298,55 @@ def search_starts(
     """
     code_bits, size = frame.shape[0] - 1, frame.shape[1]
     longest = word.shape[0]
-    occupied = frame[OCCUPIED]
     codes = word.astype(jnp.uint32)
-    letter_has = jnp.where(
+    letters = jnp.where(
         ((codes[:, None] >> jnp.arange(code_bits, dtype=jnp.uint32)) & 1) == 1,
         jnp.uint32(0xFFFFFFFF),
         jnp.uint32(0),
     )
-    differs = jnp.bitwise_or.reduce(frame[None, 1:] ^ letter_has[:, :, None, None], axis=1)
-    within = (jnp.arange(longest) < length)[:, None, None]
     # Positions beyond the frame read as empty and uncovered.
     pad = ((0, 0), (0, longest), (0, 0))
-    clashing = jnp.pad(jnp.where(within, occupied[None] & differs, 0), pad)
-    matching = jnp.pad(jnp.where(within, occupied[None] & ~differs, 0), pad)
-    covered = jnp.pad(cover, pad)
-    index = jnp.arange(size, dtype=jnp.int32)
-    inside = (index + length <= side)[:, None]
+    search = StartSearch(
+        fits=jnp.zeros(frame.shape[1:], jnp.uint32),
+        frame=jnp.pad(frame, pad),
+        covered=jnp.pad(cover, pad),
+        letters=letters,
+        counts=jnp.zeros((cover.shape[0], size), jnp.int32),
+    )
 
     def from_offset(cells: jax.Array, offset: jax.Array) -> jax.Array:
         """``cells`` (uint32[..., S + L, N]) at positions ``offset .. offset + S - 1``."""
         return jax.lax.dynamic_slice_in_dim(cells, offset, size, axis=-2)
 
-    # Loops over the letters, so that XLA materialises ``fits`` and the frames once:
-    # unrolled, their chains of elementwise operations are fused into (and recomputed
-    # by) every consumer.
     def add_clash(offset: jax.Array, clash: jax.Array) -> jax.Array:
-        return clash | from_offset(clashing[offset], offset)
+        cells = from_offset(search.frame, offset)
+        clashing = cells[OCCUPIED] & ~search.matching(offset, cells)
+        return clash | jnp.where(offset < length, clashing, jnp.uint32(0))
 
-    clash = jax.lax.fori_loop(0, longest, add_clash, jnp.zeros(cover.shape[1:], jnp.uint32))
+    clash = jax.lax.fori_loop(0, longest, add_clash, jnp.zeros(frame.shape[1:], jnp.uint32))
+    index = jnp.arange(size, dtype=jnp.int32)
     lines = bitset.from_mask(index < side)
-    fits = jnp.where(inside, lines[None, :] & ~clash, jnp.uint32(0))
+    fits = jnp.where((index + length <= side)[:, None], lines[None, :] & ~clash, jnp.uint32(0))
+    search = search.replace(fits=fits)
 
     def count(offset: jax.Array, counts: jax.Array) -> jax.Array:
-        entries = fits[None] & from_offset(matching[offset], offset)[None]
-        entries = entries & from_offset(covered, offset)
-        return counts.at[offset].set(word_counts(entries))
+        matching = search.matching(offset, from_offset(search.frame, offset))
+        entries = fits[None] & matching[None] & from_offset(search.covered, offset)
+        return counts + jnp.where(offset < length, word_counts(entries), 0)
 
-    counts = jax.lax.fori_loop(
-        0, longest, count, jnp.zeros((longest, cover.shape[0], size), jnp.int32)
-    )
-    return StartSearch(fits=fits, matching=matching, covered=covered, counts=counts)
+    return search.replace(counts=jax.lax.fori_loop(0, longest, count, search.counts))
 
 
 def draw_weighted(weights: jax.Array, word: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The (row, col) of a cell of ``weights`` (int32[R, K], total > 0) drawn with
     probability proportional to its weight, by ``word`` (uint32[]): the row first (by
     its row total), then the column within it; with the draw's rank inside the cell
-    (int32[], ``0 .. weight - 1``). Running sums are products with a triangle of ones
-    (a batched cumsum is slow on XLA's CPU)."""
-    rows, cols = weights.shape
-
-    def ends(values: jax.Array, count: int) -> jax.Array:
-        upper = jnp.asarray(np.triu(np.ones((count, count), np.float32)))
-        return jnp.dot(values.astype(jnp.float32), upper).astype(jnp.int32)
-
+    (int32[], ``0 .. weight - 1``)."""
     target = below(word, jnp.maximum(jnp.sum(weights), 1))
-    row_ends = ends(jnp.sum(weights, axis=1), rows)
+    row_ends = running_ends(jnp.sum(weights, axis=1))
     row = jnp.sum(row_ends <= target, dtype=jnp.int32)
     rest = target - jnp.where(row > 0, row_ends[jnp.maximum(row - 1, 0)], 0)
-    col_ends = ends(weights[row], cols)
+    col_ends = running_ends(weights[row])
     col = jnp.sum(col_ends <= rest, dtype=jnp.int32)
     rank = rest - jnp.where(col > 0, col_ends[jnp.maximum(col - 1, 0)], 0)
     return row, col, rank
@@ -347,15 +358,26 @@ def pick_weighted(weights: jax.Array, word: jax.Array) -> jax.Array:
     return jnp.stack([row, col])
 
 
+def running_ends(values: jax.Array) -> jax.Array:
+    """int32[M]: the running sums of ``values`` (int32[M], totals below 2**24), as a
+    product with a triangle of ones (a batched cumsum is slow on XLA's CPU)."""
+    count = values.shape[0]
+    upper = jnp.asarray(np.triu(np.ones((count, count), np.float32)))
+    return jnp.dot(values.astype(jnp.float32), upper).astype(jnp.int32)
+
+
 def nth_bit(words: jax.Array, rank: jax.Array) -> jax.Array:
     """int32[]: the index of the ``rank``-th (from 0) set bit of the bitset ``words``
-    (uint32[N])."""
+    (uint32[M]): the word holding it by the words' running sizes, then the bit."""
+    sizes = jax.lax.population_count(words).astype(jnp.int32)
+    ends = running_ends(sizes)
+    before = ends <= rank
+    word = jnp.sum(before, dtype=jnp.int32)
+    rest = rank - jnp.sum(jnp.where(before, sizes, 0))
+    chosen = jnp.sum(jnp.where(jnp.arange(words.shape[0]) == word, words, 0), dtype=jnp.uint32)
     below_or_at = np.asarray([(2 << bit) - 1 for bit in range(32)], np.uint64).astype(np.uint32)
-    within = jax.lax.population_count(words[:, None] & jnp.asarray(below_or_at)[None, :])
-    totals = jax.lax.population_count(words).astype(jnp.int32)
-    earlier = jnp.asarray(np.tril(np.ones((len(totals),) * 2, np.int32), -1))
-    counts = within.astype(jnp.int32) + jnp.sum(earlier * totals[None, :], axis=1)[:, None]
-    return jnp.sum(counts <= rank, dtype=jnp.int32)
+    within = jax.lax.population_count(chosen & jnp.asarray(below_or_at)).astype(jnp.int32)
+    return word * bitset.WORD_BITS + jnp.sum(within <= rest, dtype=jnp.int32)
 
 
 def lowest_bit(words: jax.Array) -> jax.Array:
@@ -370,12 +392,14 @@ def lowest_bit(words: jax.Array) -> jax.Array:
 
 def draw_start(search: StartSearch, word: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(int32[] line, int32[] position): a start drawn with probability proportional to
-    GEM's listing count, by ``word`` (uint32[]): an entry's position, then a line of
-    it."""
-    longest, planes, size = search.counts.shape
-    group, position, rank = draw_weighted(search.weights.reshape(longest * planes, size), word)
-    offset, plane = group // planes, group % planes
-    return nth_bit(search.entry(offset, plane, position), rank >> plane), position
+    GEM's listing count, by ``word`` (uint32[]): a cover bit and position by their
+    weight, then one of their entries' lines (the letters' entries in order)."""
+    longest = search.letters.shape[0]
+    plane, position, rank = draw_weighted(search.weights, word)
+    offsets = jnp.arange(longest, dtype=jnp.int32)
+    entries = jax.vmap(search.entry, in_axes=(0, None, None))(offsets, plane, position)
+    bit = nth_bit(entries.reshape(-1), rank >> plane)  # over the letters' entries
+    return bit % (entries.shape[1] * bitset.WORD_BITS), position
 
 
 def first_fit(fits: jax.Array, down: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:

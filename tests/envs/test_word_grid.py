@@ -63,8 +63,8 @@ def dense_start_weights(
     """int32[S, S]: per start (line, position) of a word laid across the dense
     ``frame`` (int8[S, S] codes, rows are lines) with ``crossing`` (int8[S, S] cover
     counts), GEM's listing count from :func:`search_starts` on the frame's bit planes
-    (every entry's lines, weighted ``2**c``; -1 everywhere if an entry's count is not
-    its number of lines)."""
+    (every entry's lines, weighted ``2**c``; -1 everywhere if the search's counts
+    are not its entries' numbers of lines)."""
     cells = frame.T.astype(jnp.int32)  # [position, line]
     planes = [cells > 0] + [((cells >> bit) & 1) == 1 for bit in range(CODE_BITS)]
     counts = crossing.T.astype(jnp.int32)
@@ -72,16 +72,17 @@ def dense_start_weights(
     search = search_starts(
         bitset.from_mask(jnp.stack(planes)), bitset.from_mask(jnp.stack(cover)), word, length, side
     )
-    longest, planes_, size = search.counts.shape
+    planes_, size = search.counts.shape
+    longest = search.letters.shape[0]
     offset, plane, position = (
         jnp.asarray(a.reshape(-1)) for a in np.indices((longest, planes_, size))
     )
     entries = jax.vmap(search.entry)(offset, plane, position)  # [L * C * S, N]
     bits = bitset.to_mask(entries, MAX_SIDE).astype(jnp.int32)  # [.., line]
-    assert_counts = jnp.sum(bits, axis=-1) == search.counts.reshape(-1)
+    lines = jnp.sum(bits, axis=-1).reshape(longest, planes_, size).sum(axis=0)
     scaled = bits << plane[:, None]
     weights = jnp.zeros((size, MAX_SIDE), jnp.int32).at[position].add(scaled)  # [position, line]
-    return jnp.where(jnp.all(assert_counts), weights.T, -1)
+    return jnp.where(jnp.all(lines == search.counts), weights.T, -1)
 
 
 @pytest.fixture(scope="module")
