@@ -374,7 +374,7 @@ def nth_bit(words: jax.Array, rank: jax.Array) -> jax.Array:
     before = ends <= rank
     word = jnp.sum(before, dtype=jnp.int32)
     rest = rank - jnp.sum(jnp.where(before, sizes, 0))
-    chosen = jnp.sum(jnp.where(jnp.arange(words.shape[0]) == word, words, 0), dtype=jnp.uint32)
+    chosen = words[jnp.minimum(word, words.shape[0] - 1)]
     below_or_at = np.asarray([(2 << bit) - 1 for bit in range(32)], np.uint64).astype(np.uint32)
     within = jax.lax.population_count(chosen & jnp.asarray(below_or_at)).astype(jnp.int32)
     return word * bitset.WORD_BITS + jnp.sum(within <= rest, dtype=jnp.int32)
