@@ -56,7 +56,19 @@ def toggle(bits: jax.Array, index: jax.Array, when: jax.Array | bool = True) -> 
 
 def count(bits: jax.Array) -> jax.Array:
     """int32[...]: the number of elements of the set (over ``bits``' last axis)."""
-    return jnp.sum(jax.lax.population_count(bits), axis=-1, dtype=jnp.int32)
+    sizes = jax.lax.population_count(bits).astype(jnp.int32)
+    # Summed over a leading axis: a reduction over the tiny last axis is scalar code on
+    # XLA's CPU backend.
+    return jnp.sum(jnp.moveaxis(sizes, -1, 0), axis=0)
+
+
+def lowest(bits: jax.Array) -> jax.Array:
+    """int32[...]: the smallest element of the set (over ``bits``' last axis);
+    ``32 * W`` for the empty set."""
+    lowest_bits = bits & (~bits + jnp.uint32(1))
+    trailing = jax.lax.population_count(lowest_bits - jnp.uint32(1)).astype(jnp.int32)
+    offsets = jnp.arange(bits.shape[-1], dtype=jnp.int32) * WORD_BITS
+    return jnp.min(jnp.where(bits != 0, trailing + offsets, bits.shape[-1] * WORD_BITS), axis=-1)
 
 
 def to_mask(bits: jax.Array, size: int) -> jax.Array:

@@ -37,6 +37,16 @@ def test_from_mask_is_the_inverse_of_to_mask():
         np.testing.assert_array_equal(np.asarray(bits[lane, row]), expected)
 
 
+def test_count_and_lowest_agree_with_the_mask():
+    rng = np.random.default_rng(1)
+    masks = rng.random((64, SIZE)) < rng.random((64, 1)) * 0.2
+    masks[0] = False
+    bits = bitset.from_mask(jnp.asarray(masks))
+    np.testing.assert_array_equal(np.asarray(bitset.count(bits)), masks.sum(axis=1))
+    expected = [np.flatnonzero(m)[0] if m.any() else 32 * bitset.num_words(SIZE) for m in masks]
+    np.testing.assert_array_equal(np.asarray(jax.vmap(bitset.lowest)(bits)), expected)
+
+
 def test_vmapped_inserts_are_per_lane():
     bits = jnp.stack([bitset.empty(SIZE)] * 3)
     bits = jax.jit(jax.vmap(bitset.insert))(

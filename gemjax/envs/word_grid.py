@@ -264,14 +264,6 @@ class StartSearch(struct.PyTreeNode):
         return self.counts << jnp.arange(planes, dtype=jnp.int32)[:, None]
 
 
-def word_counts(words: jax.Array) -> jax.Array:
-    """int32[...]: the sizes of the bitsets ``words`` (uint32[..., N]), summed word by
-    word (as a reduction over a leading axis: over the tiny last axis XLA's CPU emits
-    scalar code)."""
-    counts = jax.lax.population_count(words).astype(jnp.int32)
-    return jnp.sum(jnp.moveaxis(counts, -1, 0), axis=0)
-
-
 def search_starts(
     frame: jax.Array,
     cover: jax.Array,
@@ -332,7 +324,7 @@ def search_starts(
     def count(offset: jax.Array, counts: jax.Array) -> jax.Array:
         matching = search.matching(offset, from_offset(search.frame, offset))
         entries = fits[None] & matching[None] & from_offset(search.covered, offset)
-        return counts + jnp.where(offset < length, word_counts(entries), 0)
+        return counts + jnp.where(offset < length, bitset.count(entries), 0)
 
     return search.replace(counts=jax.lax.fori_loop(0, longest, count, search.counts))
 
@@ -380,16 +372,6 @@ def nth_bit(words: jax.Array, rank: jax.Array) -> jax.Array:
     return word * bitset.WORD_BITS + jnp.sum(within <= rest, dtype=jnp.int32)
 
 
-def lowest_bit(words: jax.Array) -> jax.Array:
-    """int32[...]: the smallest element of the bitsets ``words`` (uint32[..., N]);
-    ``32 * N`` for an empty one."""
-    lowest = words & (~words + jnp.uint32(1))
-    trailing = jax.lax.population_count(lowest - jnp.uint32(1)).astype(jnp.int32)
-    offsets = jnp.arange(words.shape[-1], dtype=jnp.int32) * bitset.WORD_BITS
-    empty = words.shape[-1] * bitset.WORD_BITS
-    return jnp.min(jnp.where(words != 0, trailing + offsets, empty), axis=-1)
-
-
 def draw_start(search: StartSearch, word: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(int32[] line, int32[] position): a start drawn with probability proportional to
     GEM's listing count, by ``word`` (uint32[]): a cover bit and position by their
@@ -410,14 +392,16 @@ def first_fit(fits: jax.Array, down: jax.Array) -> tuple[jax.Array, jax.Array, j
     size, words = fits.shape
     index = jnp.arange(size, dtype=jnp.int32)
     # Across: the lowest line with a fit, then the first position fitting on it.
-    across_line = lowest_bit(jnp.bitwise_or.reduce(fits, axis=0))
+    across_line = bitset.lowest(jnp.bitwise_or.reduce(fits, axis=0))
     word_of_line = jnp.arange(words) == across_line // bitset.WORD_BITS
     on_line = jnp.sum(jnp.where(word_of_line[None, :], fits, 0), axis=1, dtype=jnp.uint32)
     on_line = (on_line >> (across_line % bitset.WORD_BITS).astype(jnp.uint32)) & 1
     across_position = jnp.min(jnp.where(on_line == 1, index, size))
     # Down: the first position with a fit, then its lowest line.
     down_position = jnp.min(jnp.where(jnp.any(fits != 0, axis=1), index, size))
-    down_line = lowest_bit(jnp.sum(jnp.where((index == down_position)[:, None], fits, 0), axis=0))
+    down_line = bitset.lowest(
+        jnp.sum(jnp.where((index == down_position)[:, None], fits, 0), axis=0)
+    )
     line = jnp.where(down, down_line, across_line)
     position = jnp.where(down, down_position, across_position)
     return line, position, jnp.any(fits != 0)
