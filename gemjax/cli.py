@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gemjax.registry import list_envs, spec
-from gemjax.train.config import ALGOS, TOKENIZERS, TrainConfig
+from gemjax.train.config import ALGOS, GRPO_SCORES, TOKENIZERS, TrainConfig
 
 # transformers (imported by the token bridge and trainer) announces at import that
 # PyTorch is absent, which gemjax never needs: keep its stderr for errors, so a usage
@@ -55,6 +55,7 @@ TRAIN_FLAGS = {
     "num_episodes": "--episodes",
     "num_transitions": "--transitions",
     "group_size": "--group-size",
+    "grpo_score": "--grpo-score",
     "learning_rate": "--lr",
     "ent_coef": "--ent-coef",
     "clip_eps": "--clip-eps",
@@ -234,6 +235,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         "num_transitions": args.transitions,
         "horizon": args.horizon,
         "group_size": args.group_size,
+        "grpo_score": args.grpo_score,
         "hidden": tuple(args.hidden) if args.hidden else None,
         "learning_rate": args.lr,
         "ent_coef": args.ent_coef,
@@ -268,7 +270,7 @@ def fit_default_transitions(config: TrainConfig) -> TrainConfig:
     return config
 
 
-MLP_FLAGS = ("hidden", "transitions", "minibatches", "mask_invalid", "ent_coef")
+MLP_FLAGS = ("hidden", "transitions", "minibatches", "mask_invalid", "ent_coef", "grpo_score")
 TOKEN_FLAGS = (
     "tokenizer",
     "warmup",
@@ -593,6 +595,11 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     )
     train.add_argument("--horizon", type=positive, help="rollout turns (default: max_turns)")
     train.add_argument("--group-size", type=positive, help="GRPO episodes per initial state")
+    train.add_argument(
+        "--grpo-score",
+        choices=GRPO_SCORES,
+        help="GRPO's episode score: discounted return (default) or gem (undiscounted, then ReBN)",
+    )
     train.add_argument("--hidden", type=positive, nargs="+", help="MLP hidden widths")
     train.add_argument("--lr", type=float, help="AdamW learning rate")
     train.add_argument("--ent-coef", type=float, help="entropy bonus")

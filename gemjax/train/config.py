@@ -10,6 +10,8 @@ from gemjax.checks import boolean, integer, real
 
 Algo = Literal["rebn", "reinforce", "grpo", "ppo"]
 ALGOS: tuple[Algo, ...] = ("rebn", "reinforce", "grpo", "ppo")
+GrpoScore = Literal["discounted", "gem"]
+GRPO_SCORES: tuple[GrpoScore, ...] = ("discounted", "gem")
 TOKENIZERS = ("qwen3", "bytes")  # the built-in tokenizers a token agent can use
 
 
@@ -35,6 +37,10 @@ class TrainConfig:
             Episodes still running at the horizon are cut (PPO bootstraps them with
             the critic, the Monte-Carlo estimators do not).
         group_size: GRPO's episodes per initial state.
+        grpo_score: what GRPO normalises within a group: ``discounted``, each
+            episode's discounted return from its first turn (carries a speed signal);
+            ``gem``, GEM's GRPO: the undiscounted episode return, with ReBN applied
+            over the batch afterwards (:func:`gemjax.train.estimators.gem_grpo_advantages`).
         hidden: widths of the MLP's hidden layers.
         code_bits: low bits of 8-bit integer observation leaves (categorical codes)
             added as 0/1 features (:func:`gemjax.train.policy.flatten_observation`).
@@ -66,6 +72,7 @@ class TrainConfig:
     num_episodes: int = 256
     horizon: int | None = None
     group_size: int = 8
+    grpo_score: GrpoScore = "discounted"
     hidden: tuple[int, ...] = (128, 128)
     code_bits: int = 2
     learning_rate: float = 2e-3
@@ -92,6 +99,10 @@ class TrainConfig:
         """
         if self.algo not in ALGOS:
             raise ValueError(f"algo must be one of {ALGOS}, got {self.algo!r}")
+        if self.grpo_score not in GRPO_SCORES:
+            raise ValueError(f"grpo_score must be one of {GRPO_SCORES}, got {self.grpo_score!r}")
+        if self.grpo_score != "discounted" and self.algo != "grpo":
+            raise ValueError(f"grpo_score applies to algo 'grpo' only, not {self.algo!r}")
         if not isinstance(self.env_id, str) or not self.env_id:
             raise TypeError(f"env_id must be a registered id, got {self.env_id!r}")
         counts: tuple[str, ...] = ("num_updates", "num_episodes", "group_size", "update_epochs")

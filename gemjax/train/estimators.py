@@ -95,6 +95,15 @@ def reinforce_advantages(returns: jax.Array, valid: jax.Array) -> jax.Array:
     return jnp.where(valid, returns, 0.0)
 
 
+def group_normalized(scores: jax.Array, group_size: int) -> jax.Array:
+    """float32[B]: each of float32[B] ``scores`` as ``(R_b - mean) / (std + 1e-9)``
+    within its group of ``group_size`` consecutive episodes (population std)."""
+    groups = scores.reshape(-1, group_size)
+    mean = jnp.mean(groups, axis=1, keepdims=True)
+    std = jnp.std(groups, axis=1, keepdims=True)
+    return ((groups - mean) / (std + NORM_EPS)).reshape(-1)
+
+
 def grpo_advantages(returns: jax.Array, valid: jax.Array, group_size: int) -> jax.Array:
     """GRPO: episode-level advantages normalised within groups of episodes.
 
@@ -113,11 +122,27 @@ def grpo_advantages(returns: jax.Array, valid: jax.Array, group_size: int) -> ja
     Returns:
         float32[T, B], zero on invalid turns.
     """
-    scores = returns[0].reshape(-1, group_size)
-    mean = jnp.mean(scores, axis=1, keepdims=True)
-    std = jnp.std(scores, axis=1, keepdims=True)
-    episode_adv = ((scores - mean) / (std + NORM_EPS)).reshape(-1)
+    episode_adv = group_normalized(returns[0], group_size)
     return jnp.where(valid, episode_adv[None, :], 0.0)
+
+
+def gem_grpo_advantages(rewards: jax.Array, valid: jax.Array, group_size: int) -> jax.Array:
+    """GEM's GRPO (``train_oat_grpo.py`` with ``critic_type2="grpo"``): each
+    episode's score is its *undiscounted* return ``sum_t r[t]``, normalised within
+    its group as in :func:`grpo_advantages` and shared by its turns; GEM's learner
+    then applies ReBN (``norm_return``) over every valid turn of the batch.
+
+    Args:
+        rewards: float32[T, B] per-turn rewards, ``B`` a multiple of ``group_size``.
+        valid: bool[T, B].
+        group_size: episodes per group.
+
+    Returns:
+        float32[T, B], zero on invalid turns.
+    """
+    scores = jnp.sum(jnp.where(valid, rewards, 0.0), axis=0, dtype=jnp.float32)
+    per_turn = jnp.where(valid, group_normalized(scores, group_size)[None, :], 0.0)
+    return normalize(per_turn, valid)
 
 
 def gae(

@@ -20,6 +20,7 @@ from gemjax.train.config import TrainConfig
 from gemjax.train.estimators import (
     discounted_returns,
     gae,
+    gem_grpo_advantages,
     grpo_advantages,
     normalize,
     rebn_advantages,
@@ -113,6 +114,9 @@ def advantages_and_targets(config: TrainConfig, traj: Trajectory) -> tuple[jax.A
             traj.rewards, traj.values, valid, traj.bootstrap, config.gamma, config.gae_lambda
         )
         return normalize(adv, valid), targets
+    if config.algo == "grpo" and config.grpo_score == "gem":
+        adv = gem_grpo_advantages(traj.rewards, valid, config.group_size)
+        return adv, jnp.zeros_like(adv)
     returns = discounted_returns(traj.rewards, valid, config.gamma)
     if config.algo == "rebn":
         adv = rebn_advantages(returns, valid)
@@ -200,16 +204,26 @@ class Trainer:
         """Env steps one update runs: ``num_episodes * horizon`` (masked turns too)."""
         return self.config.num_episodes * self.horizon
 
-    def init(self, key: jax.Array) -> TrainState:
-        """A fresh :class:`TrainState` from a PRNG key array[]."""
+    def init(self, key: jax.Array, learning_rate: jax.Array | float | None = None) -> TrainState:
+        """A fresh :class:`TrainState` from a PRNG key array[].
+
+        Args:
+            key: PRNG key array[].
+            learning_rate: float32[] (or a float) to train at instead of
+                ``config.learning_rate``; needs a trainer built with
+                ``make_train(..., learning_rate_in_state=True)``.
+        """
         init_key, eval_key, key = jax.random.split(key, 3)
         spec = self.env.observation_spec(self.env.default_params)
         params = self.model.init(
             init_key, jnp.zeros((feature_size(spec, self.config.code_bits),), jnp.float32)
         )
+        opt_state = self.optimizer.init(params)
+        if learning_rate is not None:
+            opt_state = with_learning_rate(opt_state, learning_rate)
         return TrainState(
             params=params,
-            opt_state=self.optimizer.init(params),
+            opt_state=opt_state,
             key=key,
             eval_key=eval_key,
             update=jnp.int32(0),
@@ -342,33 +356,68 @@ class Trainer:
         state, train = jax.lax.scan(body, state, None, length=self.config.eval_every)
         return state, ChunkMetrics(train=train, eval=self.evaluate(state))
 
-    def train(self, key: jax.Array) -> tuple[TrainState, ChunkMetrics]:
-        """A whole run from a PRNG key array[]; metrics have leading axes
-        ``[num_updates // eval_every]`` (eval) and ``[..., eval_every]`` (train).
-        Jittable and vmappable over keys (without a mesh)."""
+    def run(self, state: TrainState) -> tuple[TrainState, ChunkMetrics]:
+        """``num_updates // eval_every`` chunks from ``state``; metrics have leading
+        axes ``[num_updates // eval_every]`` (eval) and ``[..., eval_every]`` (train)."""
 
         def body(state: TrainState, _: None):
             return self.chunk(state)
 
         num_chunks = self.config.num_updates // self.config.eval_every
-        return jax.lax.scan(body, self.init(key), None, length=num_chunks)
+        return jax.lax.scan(body, state, None, length=num_chunks)
+
+    def train(
+        self, key: jax.Array, learning_rate: jax.Array | float | None = None
+    ) -> tuple[TrainState, ChunkMetrics]:
+        """A whole run from a PRNG key array[] (and optionally a learning rate, see
+        :meth:`init`): :meth:`run` from :meth:`init`. Jittable and vmappable over keys
+        (without a mesh)."""
+        return self.run(self.init(key, learning_rate))
 
 
-def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
-    """AdamW behind global-norm gradient clipping."""
+def make_optimizer(
+    config: TrainConfig, learning_rate_in_state: bool = False
+) -> optax.GradientTransformation:
+    """AdamW behind global-norm gradient clipping. With ``learning_rate_in_state``
+    AdamW's learning rate is a float32[] of the optimiser state
+    (``optax.inject_hyperparams``), so one compiled program trains at any rate
+    (:func:`with_learning_rate`)."""
+    adamw = optax.inject_hyperparams(optax.adamw) if learning_rate_in_state else optax.adamw
     return optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm),
-        optax.adamw(config.learning_rate, weight_decay=config.weight_decay),
+        adamw(learning_rate=config.learning_rate, weight_decay=config.weight_decay),
     )
 
 
-def make_train(config: TrainConfig, mesh: Mesh | None = None) -> Trainer:
+def with_learning_rate(opt_state: Any, learning_rate: jax.Array | float) -> Any:
+    """The state of :func:`make_optimizer` (``learning_rate_in_state=True``) with
+    AdamW's learning rate set to ``learning_rate`` (a float or float32[]).
+
+    Raises:
+        ValueError: the optimiser's learning rate is a compile-time constant.
+    """
+    clip_state, adamw_state = opt_state
+    if "learning_rate" not in getattr(adamw_state, "hyperparams", {}):
+        raise ValueError(
+            "this trainer's learning rate is fixed when it compiles: build it with "
+            "make_train(config, learning_rate_in_state=True) to pass one"
+        )
+    rate = jnp.asarray(learning_rate, jnp.float32)
+    hyperparams = {**adamw_state.hyperparams, "learning_rate": rate}
+    return (clip_state, adamw_state._replace(hyperparams=hyperparams))
+
+
+def make_train(
+    config: TrainConfig, mesh: Mesh | None = None, *, learning_rate_in_state: bool = False
+) -> Trainer:
     """Build the :class:`Trainer` of ``config``.
 
     Args:
         config: the run.
         mesh: shard the episode axis of rollouts over this mesh's ``batch`` axis
             (``num_episodes`` and ``eval_episodes`` must divide by its size).
+        learning_rate_in_state: keep the learning rate in the optimiser state, so
+            ``train(key, learning_rate)`` sweeps rates through one compiled program.
 
     Raises:
         ValueError: the env lacks ``valid_action_mask`` while ``mask_invalid`` is set,
@@ -399,4 +448,5 @@ def make_train(config: TrainConfig, mesh: Mesh | None = None) -> Trainer:
         code_bits=config.code_bits,
         constrain=batch_constraint(mesh),
     )
-    return Trainer(config, env, rollout, model, make_optimizer(config), horizon)
+    optimizer = make_optimizer(config, learning_rate_in_state)
+    return Trainer(config, env, rollout, model, optimizer, horizon)

@@ -7,6 +7,7 @@ import pytest
 from gemjax.train.estimators import (
     discounted_returns,
     gae,
+    gem_grpo_advantages,
     grpo_advantages,
     rebn_advantages,
     reinforce_advantages,
@@ -66,6 +67,29 @@ def test_grpo_groups_are_consecutive_episodes():
     returns = jnp.array([[1.0, 0.0, 0.0, 1.0]])
     adv = grpo_advantages(returns, jnp.ones((1, 4), bool), group_size=2)
     np.testing.assert_allclose(adv, [[1.0, -1.0, -1.0, 1.0]], rtol=1e-6)
+
+
+def test_gem_grpo_scores_undiscounted_returns_then_applies_rebn():
+    # Groups {0, 1} and {2, 3}. Undiscounted scores: 1.0, 0.0 | 0.5, 0.5 (episode 3's
+    # second-turn reward is past its end and must be ignored).
+    rewards = jnp.array([[0.2, 0.0, 0.5, 0.5], [0.8, 0.0, 0.0, 9.0]])
+    valid = jnp.array([[True, True, True, True], [True, True, True, False]])
+    adv = gem_grpo_advantages(rewards, valid, group_size=2)
+    # group advantages per turn: +1, -1, 0, 0 on turn 0 and +1, -1, 0 on turn 1; ReBN over
+    # those 7 valid turns: mean 0, population std sqrt(4 / 7)
+    scale = np.sqrt(7 / 4)
+    expected = [[scale, -scale, 0.0, 0.0], [scale, -scale, 0.0, 0.0]]
+    np.testing.assert_allclose(adv, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_gem_grpo_ignores_the_discount_that_grpo_scores():
+    # A fast win (reward on turn 0) and a slow one (turn 1): GRPO's discounted score
+    # prefers the fast one, GEM's undiscounted one sees a tie.
+    rewards = jnp.array([[1.0, 0.0], [0.0, 1.0]])
+    valid = jnp.array([[True, True], [False, True]])
+    returns = discounted_returns(rewards, valid, 0.9)
+    assert float(grpo_advantages(returns, valid, 2)[0, 0]) > 0.0
+    np.testing.assert_array_equal(gem_grpo_advantages(rewards, valid, 2), np.zeros((2, 2)))
 
 
 @pytest.mark.parametrize(

@@ -48,6 +48,34 @@ def test_every_algorithm_changes_the_policy_with_finite_losses(tiny, algo):
         assert "critic" not in new_state.params["params"]
 
 
+def test_gem_grpo_trains_and_its_score_is_grpo_only(tiny):
+    config = tiny(algo="grpo", group_size=4, grpo_score="gem")
+    trainer = make_train(config)
+    state = trainer.init(jax.random.key(0))
+    new_state, metrics = jax.jit(trainer.update)(state)
+    assert not leaves_equal(new_state.params, state.params)
+    assert np.isfinite(float(metrics.loss))
+    with pytest.raises(ValueError, match="grpo_score applies to algo 'grpo' only"):
+        tiny(grpo_score="gem")
+    with pytest.raises(ValueError, match="grpo_score must be one of"):
+        tiny(algo="grpo", grpo_score="undiscounted")
+
+
+def test_one_compiled_train_serves_every_learning_rate(tiny):
+    config = tiny(learning_rate=2e-3)
+    swept = make_train(config, learning_rate_in_state=True)
+    train = jax.jit(swept.train)
+    key = jax.random.key(5)
+    at_default = train(key, 2e-3)[1]
+    fixed = jax.jit(make_train(config).train)(key)[1]
+    np.testing.assert_allclose(at_default.train.loss, fixed.train.loss, rtol=1e-3, atol=1e-6)
+    faster = train(key, 3e-2)[1]
+    assert train._cache_size() == 1  # the second rate reused the compiled program
+    assert not np.allclose(faster.train.loss[-1], at_default.train.loss[-1])
+    with pytest.raises(ValueError, match="learning_rate_in_state=True"):
+        make_train(config).init(key, 1e-3)
+
+
 def test_grpo_groups_share_their_initial_state(tiny):
     trainer = make_train(tiny(algo="grpo", group_size=4))
     keys = trainer._reset_keys(jax.random.key(3))
