@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gemjax.registry import list_envs, spec
-from gemjax.train.config import ALGOS, GRPO_SCORES, TOKENIZERS, TrainConfig
+from gemjax.train.config import ALGOS, GRPO_SCORES, LR_SCHEDULES, TOKENIZERS, TrainConfig
 
 # transformers (imported by the token bridge and trainer) announces at import that
 # PyTorch is absent, which gemjax never needs: keep its stderr for errors, so a usage
@@ -57,6 +57,7 @@ TRAIN_FLAGS = {
     "group_size": "--group-size",
     "grpo_score": "--grpo-score",
     "learning_rate": "--lr",
+    "lr_schedule": "--lr-schedule",
     "ent_coef": "--ent-coef",
     "clip_eps": "--clip-eps",
     "update_epochs": "--epochs",
@@ -238,6 +239,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         "grpo_score": args.grpo_score,
         "hidden": tuple(args.hidden) if args.hidden else None,
         "learning_rate": args.lr,
+        "lr_schedule": args.lr_schedule,
         "ent_coef": args.ent_coef,
         "clip_eps": args.clip_eps if args.clip_eps is not None else (0.2 if ppo else None),
         "update_epochs": args.epochs if args.epochs is not None else (4 if ppo else None),
@@ -270,7 +272,8 @@ def fit_default_transitions(config: TrainConfig) -> TrainConfig:
     return config
 
 
-MLP_FLAGS = ("hidden", "transitions", "minibatches", "mask_invalid", "ent_coef", "grpo_score")
+MLP_FLAGS: tuple[str, ...] = ("hidden", "transitions", "minibatches", "mask_invalid")
+MLP_FLAGS += ("ent_coef", "grpo_score", "lr_schedule")
 TOKEN_FLAGS = (
     "tokenizer",
     "warmup",
@@ -602,6 +605,9 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     )
     train.add_argument("--hidden", type=positive, nargs="+", help="MLP hidden widths")
     train.add_argument("--lr", type=float, help="AdamW learning rate")
+    train.add_argument(
+        "--lr-schedule", choices=LR_SCHEDULES, help="constant (default) or linear decay to 0"
+    )
     train.add_argument("--ent-coef", type=float, help="entropy bonus")
     train.add_argument("--clip-eps", type=float, help="PPO-style ratio clipping")
     train.add_argument("--epochs", type=positive, help="passes over each rollout")

@@ -10,6 +10,8 @@ from gemjax.checks import boolean, integer, real
 
 Algo = Literal["rebn", "reinforce", "grpo", "ppo"]
 ALGOS: tuple[Algo, ...] = ("rebn", "reinforce", "grpo", "ppo")
+LrSchedule = Literal["constant", "linear"]
+LR_SCHEDULES: tuple[LrSchedule, ...] = ("constant", "linear")
 GrpoScore = Literal["discounted", "gem"]
 GRPO_SCORES: tuple[GrpoScore, ...] = ("discounted", "gem")
 TOKENIZERS = ("qwen3", "bytes")  # the built-in tokenizers a token agent can use
@@ -45,6 +47,9 @@ class TrainConfig:
         code_bits: low bits of 8-bit integer observation leaves (categorical codes)
             added as 0/1 features (:func:`gemjax.train.policy.flatten_observation`).
         learning_rate, weight_decay, max_grad_norm: AdamW with global-norm clipping.
+        lr_schedule: ``constant``, or ``linear``: from ``learning_rate`` down to 0 over
+            the run's optimiser steps (``num_updates * update_epochs *
+            num_minibatches``).
         ent_coef: entropy bonus weight.
         clip_eps: PPO-style ratio clipping; ``None`` gives the plain policy gradient
             ``-A log pi`` (with one epoch of one minibatch both have the same
@@ -76,6 +81,7 @@ class TrainConfig:
     hidden: tuple[int, ...] = (128, 128)
     code_bits: int = 2
     learning_rate: float = 2e-3
+    lr_schedule: LrSchedule = "constant"
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     ent_coef: float = 0.0
@@ -99,6 +105,8 @@ class TrainConfig:
         """
         if self.algo not in ALGOS:
             raise ValueError(f"algo must be one of {ALGOS}, got {self.algo!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
         if self.grpo_score not in GRPO_SCORES:
             raise ValueError(f"grpo_score must be one of {GRPO_SCORES}, got {self.grpo_score!r}")
         if self.grpo_score != "discounted" and self.algo != "grpo":

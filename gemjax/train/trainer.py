@@ -378,14 +378,25 @@ class Trainer:
 def make_optimizer(
     config: TrainConfig, learning_rate_in_state: bool = False
 ) -> optax.GradientTransformation:
-    """AdamW behind global-norm gradient clipping. With ``learning_rate_in_state``
+    """AdamW behind global-norm gradient clipping, at ``config.lr_schedule``'s rate.
+    With ``learning_rate_in_state``
     AdamW's learning rate is a float32[] of the optimiser state
     (``optax.inject_hyperparams``), so one compiled program trains at any rate
-    (:func:`with_learning_rate`)."""
+    (:func:`with_learning_rate`).
+
+    Raises:
+        ValueError: ``learning_rate_in_state`` with a schedule other than constant.
+    """
+    if learning_rate_in_state and config.lr_schedule != "constant":
+        raise ValueError("a learning rate kept in the optimiser state needs lr_schedule 'constant'")
+    rate: optax.ScalarOrSchedule = config.learning_rate
+    if config.lr_schedule == "linear":
+        steps = config.num_updates * config.update_epochs * config.num_minibatches
+        rate = optax.linear_schedule(config.learning_rate, 0.0, transition_steps=steps)
     adamw = optax.inject_hyperparams(optax.adamw) if learning_rate_in_state else optax.adamw
     return optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm),
-        adamw(learning_rate=config.learning_rate, weight_decay=config.weight_decay),
+        adamw(learning_rate=rate, weight_decay=config.weight_decay),
     )
 
 

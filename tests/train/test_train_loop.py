@@ -76,6 +76,29 @@ def test_one_compiled_train_serves_every_learning_rate(tiny):
         make_train(config).init(key, 1e-3)
 
 
+def test_a_linear_schedule_decays_the_rate_to_zero_over_the_run(tiny):
+    import optax
+
+    from gemjax.train.trainer import make_optimizer
+
+    config = tiny(lr_schedule="linear", num_updates=4, update_epochs=2, num_minibatches=2)
+    optimizer = make_optimizer(config)
+    params = {"w": jnp.zeros(3)}
+    state = optimizer.init(params)
+    sizes = []
+    for _ in range(4 * 2 * 2 + 1):  # every optimiser step of the run, then one more
+        updates, state = optimizer.update({"w": jnp.ones(3)}, state, params)
+        params = optax.apply_updates(params, updates)
+        sizes.append(float(jnp.abs(updates["w"][0])))
+    assert sizes[0] == pytest.approx(config.learning_rate, rel=1e-3)
+    assert sizes[8] == pytest.approx(config.learning_rate / 2, rel=1e-2)
+    assert sizes[-1] == 0.0
+    with pytest.raises(ValueError, match="lr_schedule must be one of"):
+        tiny(lr_schedule="cosine")
+    with pytest.raises(ValueError, match="needs lr_schedule 'constant'"):
+        make_train(config, learning_rate_in_state=True)
+
+
 def test_grpo_groups_share_their_initial_state(tiny):
     trainer = make_train(tiny(algo="grpo", group_size=4))
     keys = trainer._reset_keys(jax.random.key(3))
