@@ -8,10 +8,12 @@
   success needs every mine flagged).
 * Sudoku-easy: a player that knows the solution needs one turn per empty cell.
 
-Writes ``benchmarks/results/optima.json``.
+Writes ``benchmarks/results/optima.json`` and, at the default output, the table of
+``docs/results.md``'s reference-optima section.
 
     python benchmarks/optima.py                   # 10000 boards per player, 20000 puzzles
-    python benchmarks/optima.py --boards 200 --puzzles 2000
+    python benchmarks/optima.py --boards 200 --puzzles 2000 --out /tmp/optima.json
+    python benchmarks/optima.py --docs            # only rewrite the docs from the JSON
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 import jax
 
+from gemjax.benchmark import write_section
 from gemjax.reference import (
     Estimate,
     guess_the_number_optimum,
@@ -36,7 +39,10 @@ from gemjax.reference import (
 )
 from gemjax.registry import make
 
-RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+DOCS = ROOT / "docs" / "results.md"
+OWNER = "benchmarks/optima.py"
 
 
 def timed_row(env_id: str, player: str, compute: Any, *args: Any, **extra: Any) -> dict:
@@ -107,34 +113,62 @@ def print_table(rows: list[dict]) -> None:
         print(f"{row['env_id']:40} {row['player']:32} {cell(success):24} {cell(turns):24} {extra}")
 
 
+def render_docs(results: dict) -> str:
+    """The generated table of ``docs/results.md``: one row per player, 95% intervals
+    where the figure is sampled."""
+    lines = [
+        f"Command: `{results['command']}` ({results['machine']}, jax {results['jax']}); "
+        f"{results['cpu_s']:.1f} s of process CPU, seed {results['seed']}.",
+        "",
+        "| game | player | success | turns | return | cleared (every safe cell) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for row in results["rows"]:
+        success = row.get("success", row.get("gem_success", ""))
+        turns = cell(row.get("expected_turns", row.get("mean_turns", "")))
+        if "worst_turns" in row:
+            turns += f" (worst {row['worst_turns']})"
+        values = [
+            cell(success),
+            turns,
+            cell(row.get("mean_return", "")),
+            cell(row.get("cleared", "")),
+        ]
+        lines.append(
+            f"| {row['env_id'].removeprefix('game:')} | {row['player']} | {' | '.join(values)} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--boards", type=int, default=10_000, help="Minesweeper boards per player")
     parser.add_argument("--puzzles", type=int, default=20_000, help="Sudoku puzzles drawn")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS / "optima.json")
+    parser.add_argument("--docs", action="store_true", help="only rewrite docs from the JSON")
     args = parser.parse_args()
+    if args.docs:
+        write_section(DOCS, OWNER, render_docs(json.loads(args.out.read_text())))
+        return
     start = time.process_time()
     rows = reference_rows(args.boards, args.puzzles, args.seed)
     print_table(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "command": " ".join(["python benchmarks/optima.py", *sys.argv[1:]]),
-                "boards": args.boards,
-                "puzzles": args.puzzles,
-                "seed": args.seed,
-                "cpu_s": time.process_time() - start,
-                "machine": platform.machine(),
-                "jax": f"{jax.__version__} on {jax.default_backend()}",
-                "rows": rows,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
+    results = {
+        "command": " ".join(["python benchmarks/optima.py", *sys.argv[1:]]),
+        "boards": args.boards,
+        "puzzles": args.puzzles,
+        "seed": args.seed,
+        "cpu_s": time.process_time() - start,
+        "machine": platform.machine(),
+        "jax": f"{jax.__version__} on {jax.default_backend()}",
+        "rows": rows,
+    }
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
+    if args.out == RESULTS / "optima.json":
+        write_section(DOCS, OWNER, render_docs(results))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,35 @@
+"""Every generated section of ``docs/results.md`` equals what its benchmark script
+renders from the committed JSON (no figure there is copied by hand)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from gemjax.benchmark import read_section
+
+ROOT = Path(__file__).parents[2]
+
+
+def load(script: str):
+    spec = importlib.util.spec_from_file_location(Path(script).stem, ROOT / script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("script", "result"),
+    [
+        ("benchmarks/algorithms.py", "algorithms.json"),
+        ("benchmarks/discount_sweep.py", "discount_sweep.json"),
+        ("benchmarks/optima.py", "optima.json"),
+        ("benchmarks/default_run.py", "default_run.json"),
+    ],
+)
+def test_the_docs_section_is_rendered_from_the_committed_json(script, result):
+    bench = load(script)
+    results = json.loads((bench.RESULTS / result).read_text())
+    assert script == bench.OWNER
+    assert read_section(bench.DOCS, script).strip() == bench.render_docs(results).strip()
