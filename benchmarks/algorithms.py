@@ -26,7 +26,7 @@ Protocol (every number is from runs of this script):
 * **Curves** against environment steps and against process CPU seconds (the run's
   CPU time, compile excluded, spread evenly over its updates).
 
-Seeds run one after the other: ``vmap`` over 12 or more runs of a train function
+Seeds run one after the other: ``vmap`` over runs of a train function now and then
 wedges XLA's CPU runtime (jax 0.10.2: compiled, then idle in ``block_until_ready``).
 
     python benchmarks/algorithms.py            # the protocol: JSON, plot, docs section
