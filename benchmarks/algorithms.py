@@ -160,26 +160,17 @@ def untrained_return(config: TrainConfig) -> float:
     return float(episode_metrics(traj.valid, traj.success, traj.rewards).episode_return)
 
 
-def reference_return(env_id: str) -> float:
-    """The reference player's mean return on ``env_id``: the Minesweeper player's
-    measured return from ``optima.json``, else 1.0 (a perfect game's progress
-    rewards sum to 1.0)."""
-    optima = json.loads((RESULTS / "optima.json").read_text())
-    for row in optima["rows"]:
-        if row["env_id"] == env_id and "mean_return" in row:
-            return float(row["mean_return"]["value"])
-    return 1.0
-
-
-def reference_turns(env_id: str) -> float | None:
-    """The reference player's expected turns on ``env_id`` (``optima.json``), if any
-    (the first listed player)."""
-    optima = json.loads((RESULTS / "optima.json").read_text())
-    for row in optima["rows"]:
-        if row["env_id"] == env_id:
-            turns = row.get("expected_turns", row.get("mean_turns"))
-            return float(turns["value"] if isinstance(turns, dict) else turns)
-    return None
+def reference(env_id: str) -> tuple[float, float | None]:
+    """The reference player of ``optima.json`` on ``env_id`` (its first row): mean
+    return (the measured one where the row has it, as for Minesweeper; else 1.0, since
+    a won game's progress rewards sum to 1.0) and expected turns (``None`` if no row)."""
+    rows = json.loads((RESULTS / "optima.json").read_text())["rows"]
+    row = next((row for row in rows if row["env_id"] == env_id), None)
+    if row is None:
+        return 1.0, None
+    turns = row.get("expected_turns", row.get("mean_turns"))
+    mean_return = row["mean_return"]["value"] if "mean_return" in row else 1.0
+    return float(mean_return), float(turns["value"] if isinstance(turns, dict) else turns)
 
 
 class Runner:
@@ -294,12 +285,13 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
             print(f"{env_id}: not registered, skipped")
             continue
         config = game_config(env_id, GAMES.get(env_id, max(GAMES.values())), args.quick)
+        reference_return, reference_turns = reference(env_id)
         game = {
             "env_id": env_id,
             "config": dataclasses.asdict(config),
             "untrained_return": untrained_return(config),
-            "reference_return": reference_return(env_id),
-            "reference_turns": reference_turns(env_id),
+            "reference_return": reference_return,
+            "reference_turns": reference_turns,
             "variants": [],
         }
         for name in args.variants:

@@ -356,23 +356,19 @@ class Trainer:
         state, train = jax.lax.scan(body, state, None, length=self.config.eval_every)
         return state, ChunkMetrics(train=train, eval=self.evaluate(state))
 
-    def run(self, state: TrainState) -> tuple[TrainState, ChunkMetrics]:
-        """``num_updates // eval_every`` chunks from ``state``; metrics have leading
-        axes ``[num_updates // eval_every]`` (eval) and ``[..., eval_every]`` (train)."""
+    def train(
+        self, key: jax.Array, learning_rate: jax.Array | float | None = None
+    ) -> tuple[TrainState, ChunkMetrics]:
+        """A whole run from a PRNG key array[] (and optionally a learning rate, see
+        :meth:`init`); metrics have leading axes ``[num_updates // eval_every]`` (eval)
+        and ``[..., eval_every]`` (train). Jittable and vmappable over keys (without a
+        mesh)."""
 
         def body(state: TrainState, _: None):
             return self.chunk(state)
 
         num_chunks = self.config.num_updates // self.config.eval_every
-        return jax.lax.scan(body, state, None, length=num_chunks)
-
-    def train(
-        self, key: jax.Array, learning_rate: jax.Array | float | None = None
-    ) -> tuple[TrainState, ChunkMetrics]:
-        """A whole run from a PRNG key array[] (and optionally a learning rate, see
-        :meth:`init`): :meth:`run` from :meth:`init`. Jittable and vmappable over keys
-        (without a mesh)."""
-        return self.run(self.init(key, learning_rate))
+        return jax.lax.scan(body, self.init(key, learning_rate), None, length=num_chunks)
 
 
 def make_optimizer(
