@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gemjax.registry import list_envs, spec
-from gemjax.train.config import ALGOS, GRPO_SCORES, LR_SCHEDULES, TOKENIZERS, TrainConfig
+from gemjax.train.config import (
+    ALGOS,
+    GRPO_SCORES,
+    HEAD_KINDS,
+    LR_SCHEDULES,
+    TOKENIZERS,
+    TrainConfig,
+)
 
 # transformers (imported by the token bridge and trainer) announces at import that
 # PyTorch is absent, which gemjax never needs: keep its stderr for errors, so a usage
@@ -246,7 +253,9 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         "num_minibatches": (
             args.minibatches if args.minibatches is not None else (4 if ppo else None)
         ),
+        "head": args.head,
         "mask_invalid": args.mask_invalid,
+        "mask_format_errors": args.mask_format_errors,
         "eval_every": args.eval_every,
         "eval_episodes": args.eval_episodes,
     }
@@ -273,7 +282,7 @@ def fit_default_transitions(config: TrainConfig) -> TrainConfig:
 
 
 MLP_FLAGS: tuple[str, ...] = ("hidden", "transitions", "minibatches", "mask_invalid")
-MLP_FLAGS += ("ent_coef", "grpo_score", "lr_schedule")
+MLP_FLAGS += ("ent_coef", "grpo_score", "lr_schedule", "head", "mask_format_errors")
 TOKEN_FLAGS = (
     "tokenizer",
     "warmup",
@@ -612,7 +621,13 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--clip-eps", type=float, help="PPO-style ratio clipping")
     train.add_argument("--epochs", type=positive, help="passes over each rollout")
     train.add_argument("--minibatches", type=positive, help="minibatches per pass")
+    train.add_argument(
+        "--head", choices=HEAD_KINDS, help="action distribution: factored (default) or joint"
+    )
     train.add_argument("--mask-invalid", action="store_true", help="mask invalid actions")
+    train.add_argument(
+        "--mask-format-errors", action="store_true", help="never play the format-error action"
+    )
     train.add_argument("--eval-every", type=positive, help="updates per chunk and evaluation")
     train.add_argument("--eval-episodes", type=positive, help="greedy evaluation episodes")
     train.add_argument(

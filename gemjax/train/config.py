@@ -14,6 +14,8 @@ LrSchedule = Literal["constant", "linear"]
 LR_SCHEDULES: tuple[LrSchedule, ...] = ("constant", "linear")
 GrpoScore = Literal["discounted", "gem"]
 GRPO_SCORES: tuple[GrpoScore, ...] = ("discounted", "gem")
+HeadKind = Literal["factored", "joint"]
+HEAD_KINDS: tuple[HeadKind, ...] = ("factored", "joint")
 TOKENIZERS = ("qwen3", "bytes")  # the built-in tokenizers a token agent can use
 
 
@@ -60,9 +62,18 @@ class TrainConfig:
         update_epochs, num_minibatches: passes over the learning transitions and
             minibatches per pass.
         gae_lambda, vf_coef: PPO's GAE lambda and value-loss weight.
+        head: the action distribution: ``factored``, one independent categorical per
+            action component (``sum(nvec)`` logits); ``joint``, one categorical over
+            every combination of the components (``prod(nvec)`` logits, at most
+            :data:`~gemjax.train.policy.MAX_JOINT`), which can express moves whose
+            components depend on each other (a cell's row and column).
         mask_invalid: ablation switch: mask the logits with the env's
             ``valid_action_mask(state)``, bool[L] laid out like the logits (the env
             must define it; only GuessTheNumber does).
+        mask_format_errors: design switch: mask the action value every kernel reads as
+            a format error (value 0 of the first component), so the policy only plays
+            parseable answers (a text policy's grammar-constrained decoding; GEM's -0.1
+            penalty is never drawn). Off by default: the paper's agent can err.
         eval_every: updates between greedy evaluations (a chunk of the host loop).
         eval_episodes: episodes per greedy evaluation (always the same initial states;
             the default is large enough that their sampling error of GuessTheNumber's
@@ -91,7 +102,9 @@ class TrainConfig:
     num_minibatches: int = 1
     gae_lambda: float = 0.95
     vf_coef: float = 0.5
+    head: HeadKind = "factored"
     mask_invalid: bool = False
+    mask_format_errors: bool = False
     eval_every: int = 50
     eval_episodes: int = 16384
 
@@ -126,7 +139,10 @@ class TrainConfig:
                 raise ValueError(f"hidden widths must be >= 1, got {self.hidden}")
         if integer("code_bits", self.code_bits) < 0:
             raise ValueError(f"code_bits must be >= 0, got {self.code_bits}")
+        if self.head not in HEAD_KINDS:
+            raise ValueError(f"head must be one of {HEAD_KINDS}, got {self.head!r}")
         boolean("mask_invalid", self.mask_invalid)
+        boolean("mask_format_errors", self.mask_format_errors)
         self._check_reals()
         if self.num_updates % self.eval_every:
             raise ValueError("num_updates must be a multiple of eval_every")

@@ -1,5 +1,7 @@
-"""A compact actor-critic over a game's structured observation, and the factored
-categorical distribution its logits parameterise over the game's action space."""
+"""A compact actor-critic over a game's structured observation, and the categorical
+distributions its logits parameterise over the game's action space: factored (one
+independent categorical per action component) or joint (one categorical over every
+combination)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gemjax.spaces import Discrete, MultiDiscrete, Space
+from gemjax.train.config import HeadKind
 
 MASKED_LOGIT = -1e9
 # The widest component a dense head may cover. Every game declares its components
@@ -19,6 +22,9 @@ MASKED_LOGIT = -1e9
 # so GEM's largest is 61 (GuessTheNumber-random); a width near 2**31 would mean the
 # space was declared by the host parser's clamp and needs a bounded declaration.
 MAX_COMPONENT = 4096
+# The most combinations a joint head may cover (one logit each). GEM's four
+# ablation games need at most 432 (Sudoku-easy: 2 x 6 x 6 x 6).
+MAX_JOINT = 4096
 
 
 def is_code_leaf(leaf: Any) -> bool:
@@ -179,9 +185,7 @@ class FactoredCategorical:
         return jax.nn.log_softmax(self.per_component(logits), axis=-1)
 
     def _values(self, indices: jax.Array) -> jax.Array:
-        """int32[..., K] component indices as actions (int32[...] when scalar)."""
-        actions = indices.astype(jnp.int32) + jnp.asarray(self.start, jnp.int32)
-        return actions[..., 0] if self.scalar else actions
+        return component_values(indices, self.start, self.scalar)
 
     def sample(self, key: jax.Array, logits: jax.Array) -> jax.Array:
         """Actions drawn from float32[..., L] logits: int32[...] or int32[..., K]."""
@@ -201,3 +205,112 @@ class FactoredCategorical:
         """float32[...]: ``sum_i H(p_i)`` (padding has probability 0)."""
         log_p = self.log_softmax(logits)
         return -jnp.sum(jnp.exp(log_p) * log_p, axis=(-2, -1))
+
+    def layout_mask(self, component_mask: jax.Array) -> jax.Array:
+        """bool[..., L] allowed logits from bool[..., sum(nvec)] allowed values per
+        component (the same layout here)."""
+        return component_mask
+
+
+@dataclass(frozen=True)
+class JointCategorical:
+    """One categorical over every combination of the action components' values.
+
+    Unlike :class:`FactoredCategorical` it can express dependence between components
+    (reveal cell (1, 3) or (3, 1), but neither (1, 1) nor (3, 3)), at one logit per
+    combination: float32[..., L] with ``L = prod(nvec)`` (:attr:`num_logits`), the
+    combinations in row-major order of their component indices (the last component
+    varies fastest). Actions are laid out as :class:`FactoredCategorical`'s.
+
+    Attributes:
+        nvec, start, scalar: as :class:`FactoredCategorical`'s.
+    """
+
+    nvec: tuple[int, ...]
+    start: tuple[int, ...]
+    scalar: bool
+
+    @classmethod
+    def of(cls, space: Space) -> JointCategorical:
+        """The joint distribution over a ``Discrete`` or ``MultiDiscrete`` space.
+
+        Raises:
+            ValueError: another space, or more than :data:`MAX_JOINT` combinations.
+        """
+        factored = FactoredCategorical.of(space)
+        head = cls(factored.nvec, factored.start, factored.scalar)
+        if head.num_logits > MAX_JOINT:
+            raise ValueError(
+                f"a joint head over {head.nvec} needs {head.num_logits} logits (> "
+                f"{MAX_JOINT}): use the factored head"
+            )
+        return head
+
+    @property
+    def num_logits(self) -> int:
+        """``L = prod(nvec)``: the policy's output width."""
+        return int(np.prod(self.nvec))
+
+    def _strides(self) -> np.ndarray:
+        """int32[K]: a combination's flat index is ``sum(index_i * strides_i)``."""
+        return np.cumprod((1, *self.nvec[:0:-1]))[::-1].astype(np.int32)
+
+    def _values(self, flat: jax.Array) -> jax.Array:
+        """Actions (int32[...] or int32[..., K]) from int[...] flat indices."""
+        indices = (flat[..., None] // self._strides()) % np.asarray(self.nvec, np.int32)
+        return component_values(indices, self.start, self.scalar)
+
+    def sample(self, key: jax.Array, logits: jax.Array) -> jax.Array:
+        """Actions drawn from float32[..., L] logits: int32[...] or int32[..., K]."""
+        return self._values(jax.random.categorical(key, logits, axis=-1))
+
+    def mode(self, logits: jax.Array) -> jax.Array:
+        """The most likely combination, as :meth:`sample`."""
+        return self._values(jnp.argmax(logits, axis=-1))
+
+    def log_prob(self, logits: jax.Array, actions: jax.Array) -> jax.Array:
+        """float32[...]: the log-probability of actions shaped as :meth:`sample`."""
+        indices = (actions[..., None] if self.scalar else actions) - jnp.asarray(self.start)
+        flat = jnp.sum(indices * self._strides(), axis=-1)
+        log_p = jax.nn.log_softmax(logits, axis=-1)
+        return jnp.take_along_axis(log_p, flat[..., None], axis=-1)[..., 0]
+
+    def entropy(self, logits: jax.Array) -> jax.Array:
+        """float32[...]: the joint distribution's entropy."""
+        log_p = jax.nn.log_softmax(logits, axis=-1)
+        return -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
+
+    def layout_mask(self, component_mask: jax.Array) -> jax.Array:
+        """bool[..., L]: a combination is allowed when each of its components' values
+        is, from bool[..., sum(nvec)] allowed values per component (the factored
+        layout, which ``valid_action_mask`` uses)."""
+        indices = np.indices(self.nvec).reshape(len(self.nvec), -1).T  # [L, K]
+        offsets = np.cumsum((0, *self.nvec[:-1]))
+        return jnp.all(component_mask[..., indices + offsets], axis=-1)
+
+
+ActionHead = FactoredCategorical | JointCategorical
+
+
+def action_head(space: Space, kind: HeadKind) -> ActionHead:
+    """The ``kind`` head (``factored`` or ``joint``) over ``space``."""
+    if kind == "joint":
+        return JointCategorical.of(space)
+    return FactoredCategorical.of(space)
+
+
+def component_values(indices: jax.Array, start: tuple[int, ...], scalar: bool) -> jax.Array:
+    """int32[..., K] component indices as actions (int32[...] when ``scalar``)."""
+    actions = indices.astype(jnp.int32) + jnp.asarray(start, jnp.int32)
+    return actions[..., 0] if scalar else actions
+
+
+def format_error_free(head: ActionHead) -> np.ndarray:
+    """bool[sum(nvec)] allowed values per component (the factored layout) with the
+    format-error value masked: value 0 of the first component, which every kernel
+    reads as "no parseable answer" (GuessTheNumber's guess 0, Minesweeper's command 0,
+    the ``ok``/count field of the others; ``tests/train`` checks each game)."""
+    allowed = np.ones(sum(head.nvec), np.bool_)
+    if head.start[0] <= 0 < head.start[0] + head.nvec[0]:
+        allowed[-head.start[0]] = False
+    return allowed

@@ -17,7 +17,7 @@ from flax import struct
 
 from gemjax.core import ActionMasking, Environment
 from gemjax.rng import split
-from gemjax.train.policy import MASKED_LOGIT, FactoredCategorical, flatten_observation
+from gemjax.train.policy import MASKED_LOGIT, ActionHead, flatten_observation, format_error_free
 
 Constrain = Callable[[Any], Any]
 
@@ -33,8 +33,7 @@ class Trajectory(struct.PyTreeNode):
         rewards: float32[T, B], zero on invalid turns.
         valid: bool[T, B] the episode was running at that turn.
         success: bool[T, B] the env's ``info["success"]`` on valid turns.
-        action_mask: bool[T, B, L] allowed values of each component, laid out like
-            the logits (all True unless masking).
+        action_mask: bool[T, B, L] allowed logits (all True unless masking).
         bootstrap: float32[B] critic value after turn ``T - 1`` of episodes the
             horizon cut (zero for finished episodes).
     """
@@ -104,6 +103,8 @@ class Rollout:
         horizon: turns per rollout (``T``).
         mask_invalid: mask logits with ``env.valid_action_mask`` (the env's
             :class:`~gemjax.core.ActionMasking` capability).
+        mask_format_errors: mask the format-error value
+            (:func:`~gemjax.train.policy.format_error_free`).
         code_bits: see :func:`~gemjax.train.policy.flatten_observation`.
         constrain: applied to every batch-leading pytree (a sharding constraint, or
             the identity).
@@ -112,9 +113,10 @@ class Rollout:
     env: Environment
     env_params: Any
     model: nn.Module
-    head: FactoredCategorical
+    head: ActionHead
     horizon: int
     mask_invalid: bool
+    mask_format_errors: bool
     code_bits: int
     constrain: Constrain
 
@@ -139,14 +141,21 @@ class Rollout:
         spec = self.env.observation_spec(self.env_params)
         features = flatten_observation(observation, spec, self.code_bits)
         logits, values = self.model.apply(params, features)
+        action_mask = jnp.ones(logits.shape, jnp.bool_)
+        if self.mask_format_errors:
+            action_mask &= self.head.layout_mask(jnp.asarray(format_error_free(self.head)))
         if self.mask_invalid:
             if not isinstance(self.env, ActionMasking):
                 raise ValueError(f"{self.env.name} has no valid_action_mask: cannot mask")
-            action_mask = jax.vmap(self.env.valid_action_mask)(state)
+            action_mask &= self.head.layout_mask(jax.vmap(self.env.valid_action_mask)(state))
+        if self.masks_logits:
             logits = masked_logits(logits, action_mask)
-        else:
-            action_mask = jnp.ones(logits.shape, jnp.bool_)
         return features, action_mask, logits, values
+
+    @property
+    def masks_logits(self) -> bool:
+        """Whether :meth:`policy` masks any logit (the learner masks them alike)."""
+        return self.mask_invalid or self.mask_format_errors
 
     def collect(self, params: Any, reset_keys: jax.Array, key: jax.Array) -> Trajectory:
         """Sample ``B = len(reset_keys)`` episodes (key array[B]) for ``T`` turns."""

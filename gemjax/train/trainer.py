@@ -26,7 +26,7 @@ from gemjax.train.estimators import (
     rebn_advantages,
     reinforce_advantages,
 )
-from gemjax.train.policy import ActorCritic, FactoredCategorical, feature_size
+from gemjax.train.policy import ActorCritic, action_head, feature_size
 from gemjax.train.rollout import (
     Constrain,
     EpisodeMetrics,
@@ -249,7 +249,7 @@ class Trainer:
         # linen's apply is typed for its mutable= form too; without it, the outputs.
         outputs = cast(tuple[jax.Array, jax.Array], self.model.apply(params, batch.features))
         logits, values = outputs
-        if config.mask_invalid:
+        if self.rollout.masks_logits:
             logits = masked_logits(logits, batch.action_mask)
         head = self.rollout.head
         log_probs = head.log_prob(logits, batch.actions)
@@ -430,7 +430,7 @@ def make_train(
         ValueError: the env lacks ``valid_action_mask`` while ``mask_invalid`` is set,
             the batch does not divide over the mesh, ``num_transitions`` is more than
             a rollout's turns (:func:`check_transitions`), or the action space has no
-            categorical head (:meth:`FactoredCategorical.of`).
+            ``config.head`` (:func:`~gemjax.train.policy.action_head`).
     """
     env = make(config.env_id)
     if config.mask_invalid and not isinstance(env, ActionMasking):
@@ -441,7 +441,7 @@ def make_train(
             raise ValueError(f"num_episodes and eval_episodes must divide by {size} devices")
     horizon = horizon_of(config, env)
     check_transitions(config, horizon)
-    head = FactoredCategorical.of(env.action_space(env.default_params))
+    head = action_head(env.action_space(env.default_params), config.head)
     model = ActorCritic(
         num_logits=head.num_logits, hidden=config.hidden, critic=config.algo == "ppo"
     )
@@ -452,6 +452,7 @@ def make_train(
         head=head,
         horizon=horizon,
         mask_invalid=config.mask_invalid,
+        mask_format_errors=config.mask_format_errors,
         code_bits=config.code_bits,
         constrain=batch_constraint(mesh),
     )

@@ -1,5 +1,5 @@
-"""The factored categorical head over MultiDiscrete action spaces, and training on
-the games that have one."""
+"""The factored and joint categorical heads over MultiDiscrete action spaces, the
+format-error mask, and training on the games that have one."""
 
 import math
 
@@ -7,11 +7,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiers import FIRST_OF_GAME
 
 import gemjax
 from gemjax.spaces import Discrete, MultiDiscrete
-from gemjax.train import make_train
-from gemjax.train.policy import MAX_COMPONENT, FactoredCategorical
+from gemjax.train import TrainConfig, make_train
+from gemjax.train.policy import (
+    MAX_COMPONENT,
+    MAX_JOINT,
+    FactoredCategorical,
+    JointCategorical,
+    action_head,
+    format_error_free,
+)
 
 # Two components: values 0..1 with p = (1/4, 3/4), values 1..3 with p = (1/2, 1/4, 1/4);
 # logits shifted by a constant per component (the head normalises each on its own).
@@ -69,6 +77,87 @@ def test_a_component_sized_by_the_parsers_range_is_refused():
     FactoredCategorical.of(MultiDiscrete((4, MAX_COMPONENT)))
 
 
+# The joint head over the same space: p(a, b) = p(a) p(b) in row-major order.
+JOINT = JointCategorical.of(MultiDiscrete((2, 3), start=(0, 1)))
+PAIRS = [(a, b) for a in (0, 1) for b in (1, 2, 3)]
+PAIR_P = np.array([[0.25, 0.75][a] * [0.5, 0.25, 0.25][b - 1] for a, b in PAIRS])
+JOINT_LOGITS = jnp.log(jnp.asarray(PAIR_P, jnp.float32)) + 2.0
+
+
+def test_joint_layout_is_row_major_over_the_combinations():
+    assert JOINT.num_logits == 6 and not JOINT.scalar
+    actions = JOINT.mode(jnp.eye(6) * 10.0)
+    np.testing.assert_array_equal(actions, PAIRS)
+    assert JointCategorical.of(Discrete(7, start=2)).num_logits == 7
+
+
+def test_joint_log_prob_entropy_and_mode():
+    actions = jnp.asarray(PAIRS, jnp.int32)
+    log_p = JOINT.log_prob(jnp.tile(JOINT_LOGITS, (6, 1)), actions)
+    np.testing.assert_allclose(log_p, np.log(PAIR_P), rtol=1e-6)
+    np.testing.assert_allclose(JOINT.entropy(JOINT_LOGITS), -np.sum(PAIR_P * np.log(PAIR_P)), 1e-6)
+    # independent components: the joint equals the factored head's numbers
+    np.testing.assert_allclose(JOINT.entropy(JOINT_LOGITS), HEAD.entropy(LOGITS), rtol=1e-6)
+    np.testing.assert_array_equal(JOINT.mode(JOINT_LOGITS), [1, 1])
+
+
+def test_joint_sampling_follows_the_combinations():
+    actions = np.asarray(JOINT.sample(jax.random.key(3), jnp.tile(JOINT_LOGITS, (30_000, 1))))
+    assert actions.shape == (30_000, 2)
+    counts = [np.mean((actions[:, 0] == a) & (actions[:, 1] == b)) for a, b in PAIRS]
+    np.testing.assert_allclose(counts, PAIR_P, atol=0.012)
+
+
+def test_joint_head_expresses_dependent_components():
+    # Only (0, 1) and (1, 3): a factored head cannot give both 1/2 without the other
+    # two combinations; the joint one can.
+    logits = jnp.where(jnp.asarray([True, False, False, False, False, True]), 0.0, -30.0)
+    actions = np.asarray(JOINT.sample(jax.random.key(0), jnp.tile(logits, (2000, 1))))
+    assert {tuple(a) for a in actions.tolist()} == {(0, 1), (1, 3)}
+    np.testing.assert_allclose(JOINT.log_prob(logits, jnp.array([0, 1])), np.log(0.5), 1e-5)
+
+
+def test_joint_mask_from_the_factored_layout():
+    allowed = jnp.array([True, False, True, False, True])  # a in {0}, b in {1, 3}
+    np.testing.assert_array_equal(JOINT.layout_mask(allowed), [1, 0, 1, 0, 0, 0])
+    np.testing.assert_array_equal(HEAD.layout_mask(allowed), allowed)
+    batched = JOINT.layout_mask(jnp.stack([allowed, jnp.ones(5, bool)]))
+    assert batched.shape == (2, 6) and bool(jnp.all(batched[1]))
+
+
+def test_a_joint_head_too_wide_is_refused():
+    with pytest.raises(ValueError, match="use the factored head"):
+        JointCategorical.of(MultiDiscrete((2, MAX_JOINT)))
+    assert isinstance(action_head(Discrete(3), "joint"), JointCategorical)
+    assert isinstance(action_head(Discrete(3), "factored"), FactoredCategorical)
+    with pytest.raises(ValueError, match="head must be one of"):
+        TrainConfig(head="autoregressive")
+
+
+def test_format_error_free_masks_value_zero_of_the_first_component():
+    np.testing.assert_array_equal(format_error_free(HEAD), [False, True, True, True, True])
+    # a first component starting above 0 has no format-error value to mask
+    np.testing.assert_array_equal(
+        format_error_free(FactoredCategorical.of(Discrete(3, 1))), [1] * 3
+    )
+    np.testing.assert_array_equal(format_error_free(FactoredCategorical.of(Discrete(3))), [0, 1, 1])
+
+
+@pytest.mark.parametrize("env_id", FIRST_OF_GAME)
+def test_value_zero_of_the_first_component_is_a_format_error_in_every_game(env_id):
+    """The convention :func:`format_error_free` relies on, checked on each game."""
+    env = gemjax.make(env_id)
+    params = env.default_params
+    head = FactoredCategorical.of(env.action_space(params))
+    assert head.start[0] <= 0 < head.start[0] + head.nvec[0]
+    state, _ = env.reset(jax.random.key(0), params)
+    action = env.random_action(jax.random.key(1), state)
+    action = jnp.int32(0) if head.scalar else action.at[0].set(0)
+    _, ts = env.step(jax.random.key(2), state, action, params)
+    assert bool(ts.terminated)
+    assert float(ts.reward) == float(params.rewards.format_error)
+
+
 # One (game, algorithm) pair per MultiDiscrete game; Sudoku once it is registered.
 GAMES = [
     ("game:Mastermind-v0-easy", "rebn"),
@@ -118,3 +207,32 @@ def test_training_step_on_a_multidiscrete_game(tiny, env_id, algo):
     # every value of every component is explored, the format-error command 0 included
     for i, n in enumerate(space.nvec):
         assert len(np.unique(np.asarray(traj.actions[..., i]))) == n
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", ["game:Minesweeper-v0-easy", "game:Sudoku-v0-easy"])
+def test_joint_head_without_format_errors_trains(tiny, env_id):
+    config = tiny(env_id=env_id, horizon=4, head="joint", mask_format_errors=True)
+    trainer = make_train(config)
+    space = trainer.env.action_space(trainer.rollout.env_params)
+    head = trainer.rollout.head
+    assert isinstance(head, JointCategorical) and head.num_logits == math.prod(space.nvec)
+    state = trainer.init(jax.random.key(0))
+    keys = jax.random.split(jax.random.key(1), config.num_episodes)
+
+    @jax.jit
+    def update_and_rollout(state):
+        return trainer.update(state), trainer.rollout.collect(state.params, keys, state.key)
+
+    (new_state, metrics), traj = update_and_rollout(state)
+    assert np.isfinite(float(metrics.loss))
+    assert int(new_state.update) == 1
+    valid = np.asarray(traj.valid)
+    actions = np.asarray(traj.actions)[valid]
+    assert actions.min(axis=0)[0] == 1  # never the format error
+    assert bool(jnp.all(space.contains(traj.actions)))
+    # a near-uniform policy over the combinations whose first value is not 0
+    allowed = math.prod(space.nvec) // space.nvec[0] * (space.nvec[0] - 1)
+    np.testing.assert_allclose(np.asarray(traj.log_probs)[valid], -math.log(allowed), atol=0.1)
+    assert float(metrics.entropy) == pytest.approx(math.log(allowed), rel=0.02)
+    assert not np.any(np.asarray(traj.rewards)[valid] == -0.1)

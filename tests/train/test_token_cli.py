@@ -83,6 +83,9 @@ def test_cli_trains_a_token_agent_and_play_watches_it(tmp_path, capsys, monkeypa
         (["train", "--auto-reset", "8"], "--auto-reset does not apply to --policy mlp"),
         (["train", "--policy", "token", "--algo", "grpo", "--auto-reset", "8"], "grpo scores"),
         (["train", "--policy", "token", "--auto-reset", "0"], "--auto-reset"),
+        (["train", "--policy", "token", "--head", "joint"], "--head does not apply"),
+        (["train", "--mask-format-errors", "--policy", "token"], "--mask-format-errors does not"),
+        (["train", "--head", "joint", "--env", "game:Wordle-v0-easy"], "use the factored head"),
     ],
 )
 def test_token_flag_misuse_is_a_usage_error(argv, message, tmp_path, capsys):
