@@ -22,7 +22,8 @@ A game is three declared interfaces, each checked by ``gemjax.make``:
 * :class:`GemMirror`, the side-by-side mirror of a live ``gem-llm`` env that
   :func:`gemjax.gem.from_gem` and the parity harness use;
 * optional capabilities: :class:`ActionMasking` (``valid_action_mask``, for the
-  trainer's masking ablation) and :meth:`Environment.printed_words` (a word game's
+  trainer's masking ablation), :class:`EpisodeOutcomes` (``outcomes``, what a trainer
+  reports beside ``success``) and :meth:`Environment.printed_words` (a word game's
   list, default none).
 """
 
@@ -51,6 +52,7 @@ __all__ = [
     "INT32_MAX",
     "ActionMasking",
     "Environment",
+    "EpisodeOutcomes",
     "Event",
     "GemMirror",
     "Rewards",
@@ -318,6 +320,18 @@ class ActionMasking(Protocol[TState_contra]):
 
     def valid_action_mask(self, state: TState_contra) -> jax.Array:
         """bool[L]: action ``i`` is neither a format error nor illegal in ``state``."""
+        ...
+
+
+@runtime_checkable
+class EpisodeOutcomes(Protocol[TState_contra]):
+    """Optional capability: outcomes of a game a trainer reports beside GEM's
+    ``success`` (``gemjax.train``'s greedy evaluation: the fraction of episodes in
+    which each held after some turn), for games whose ``success`` is not the whole
+    story (Minesweeper's needs every mine flagged, which earns nothing)."""
+
+    def outcomes(self, state: TState_contra) -> Mapping[str, jax.Array]:
+        """Named bool[] outcomes of ``state`` (the same names for every state)."""
         ...
 
 

@@ -36,6 +36,9 @@ cells of smallest priority. The flood fill is a dilation by shifts of bit words
 (several board rows per uint32) repeated until nothing changes, at most
 ``rows * cols`` times.
 
+Outcome (:class:`~gemjax.core.EpisodeOutcomes`): ``cleared``, every safe cell
+revealed, which a trainer reports apart from GEM's flag-based success.
+
 Observation (what the player sees, never the mines), a dict of:
     ``board``: int8[R, C] cell codes as printed: ``0..8`` a revealed cell's number,
         ``9`` hidden, ``10`` flagged, ``11`` a revealed mine (GEM never shows one),
@@ -528,6 +531,12 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams], GemMirror[Mi
             info={"success": success},
         )
         return new_state, ts
+
+    def outcomes(self, state: MinesweeperState) -> Mapping[str, jax.Array]:
+        """``cleared``, bool[]: every safe cell of the board is revealed (the puzzle's
+        goal; GEM's success also needs every mine flagged, and flags earn nothing)."""
+        active = self._active(state.rows, state.cols)
+        return {"cleared": state.placed & jnp.all(~active | state.mines | state.revealed)}
 
     def random_action(self, key: jax.Array, state: MinesweeperState) -> jax.Array:
         """GEM's sampler: ``reveal`` 9 times in 10, else ``flag``, at a uniform cell."""

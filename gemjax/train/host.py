@@ -117,13 +117,15 @@ def chunk_record(metrics: ChunkMetrics) -> dict[str, Any]:
 
 
 def episode_record(prefix: str, episodes: EpisodeMetrics) -> dict[str, float | None]:
-    """``return``, ``success``, ``mean_turns`` and ``mean_turns_success`` of
-    :class:`EpisodeMetrics`, each name after ``prefix``."""
+    """``return``, ``success``, ``mean_turns``, ``mean_turns_success`` and the env's
+    outcomes (Minesweeper's ``cleared``) of :class:`EpisodeMetrics`, each name after
+    ``prefix``."""
     return {
         f"{prefix}return": _number(episodes.episode_return),
         f"{prefix}success": _number(episodes.success),
         f"{prefix}mean_turns": _number(episodes.mean_turns),
         f"{prefix}mean_turns_success": _number(episodes.mean_turns_success),
+        **{f"{prefix}{name}": _number(value) for name, value in episodes.outcomes.items()},
     }
 
 

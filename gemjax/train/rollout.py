@@ -6,7 +6,7 @@ ended are stepped but masked out (``valid`` False), so shapes stay static.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from gemjax.core import ActionMasking, Environment
+from gemjax.core import ActionMasking, Environment, EpisodeOutcomes
 from gemjax.rng import split
 from gemjax.train.policy import MASKED_LOGIT, ActionHead, flatten_observation, format_error_free
 
@@ -57,12 +57,16 @@ class EpisodeMetrics(struct.PyTreeNode):
         success: fraction of episodes where ``info["success"]`` was set at any turn.
         mean_turns: mean turns over all episodes (cut episodes count ``T``).
         mean_turns_success: mean turns over successful episodes (NaN if none).
+        outcomes: per name of the env's :class:`~gemjax.core.EpisodeOutcomes`, the
+            fraction of episodes in which it held after some turn (greedy evaluation
+            only; empty for other envs and for training batches).
     """
 
     episode_return: jax.Array
     success: jax.Array
     mean_turns: jax.Array
     mean_turns_success: jax.Array
+    outcomes: dict[str, jax.Array] = struct.field(default_factory=dict)
 
 
 def episode_metrics(valid: jax.Array, success: jax.Array, rewards: jax.Array) -> EpisodeMetrics:
@@ -74,16 +78,20 @@ def episode_metrics(valid: jax.Array, success: jax.Array, rewards: jax.Array) ->
 
 
 def episode_metrics_from_totals(
-    turns: jax.Array, won: jax.Array, returns: jax.Array
+    turns: jax.Array,
+    won: jax.Array,
+    returns: jax.Array,
+    achieved: Mapping[str, jax.Array] | None = None,
 ) -> EpisodeMetrics:
-    """:class:`EpisodeMetrics` from float32[B] episode lengths, bool[B] success and
-    float32[B] undiscounted returns."""
+    """:class:`EpisodeMetrics` from float32[B] episode lengths, bool[B] success,
+    float32[B] undiscounted returns and bool[B] per outcome in ``achieved``."""
     wins = jnp.sum(won)
     return EpisodeMetrics(
         episode_return=jnp.mean(returns),
         success=jnp.mean(won.astype(jnp.float32)),
         mean_turns=jnp.mean(turns),
         mean_turns_success=jnp.sum(jnp.where(won, turns, 0.0)) / wins,
+        outcomes={k: jnp.mean(v.astype(jnp.float32)) for k, v in (achieved or {}).items()},
     )
 
 
@@ -191,16 +199,19 @@ class Rollout:
 
     def evaluate(self, params: Any, reset_keys: jax.Array, key: jax.Array) -> EpisodeMetrics:
         """Greedy (argmax) episodes from key array[B] ``reset_keys`` (``key`` feeds
-        the env's step); stops as soon as every episode ended or after ``T`` turns."""
+        the env's step); stops as soon as every episode ended or after ``T`` turns.
+        Reports the env's :class:`~gemjax.core.EpisodeOutcomes` too."""
         state, ts = self._reset(reset_keys)
         batch = reset_keys.shape[0]
+        falses = jnp.zeros((batch,), jnp.bool_)
         init = (
             state,
             ts.observation,
             jnp.ones((batch,), jnp.bool_),
-            jnp.zeros((batch,), jnp.bool_),
+            falses,
             jnp.zeros((batch,), jnp.float32),
             jnp.zeros((batch,), jnp.float32),
+            {name: falses for name in self._outcomes(state)},
             jnp.int32(0),
         )
 
@@ -209,13 +220,22 @@ class Rollout:
             return (t < self.horizon) & jnp.any(running)
 
         def body(carry):
-            state, observation, running, won, turns, returns, t = carry
+            state, observation, running, won, turns, returns, achieved, t = carry
             _, _, logits, _ = self.policy(params, state, observation)
             state, ts = self._step(jax.random.fold_in(key, t), state, self.head.mode(logits))
             won = won | (running & ts.info["success"])
             turns = turns + running
             returns = returns + jnp.where(running, ts.reward, 0.0)
-            return state, ts.observation, running & ~ts.done, won, turns, returns, t + 1
+            now = self._outcomes(state)
+            achieved = {name: held | (running & now[name]) for name, held in achieved.items()}
+            return state, ts.observation, running & ~ts.done, won, turns, returns, achieved, t + 1
 
-        _, _, _, won, turns, returns, _ = jax.lax.while_loop(cond, body, init)
-        return episode_metrics_from_totals(turns, won, returns)
+        _, _, _, won, turns, returns, achieved, _ = jax.lax.while_loop(cond, body, init)
+        return episode_metrics_from_totals(turns, won, returns, achieved)
+
+    def _outcomes(self, state: Any) -> Mapping[str, jax.Array]:
+        """The env's named bool[B] outcomes of batched ``state`` (none without
+        :class:`~gemjax.core.EpisodeOutcomes`)."""
+        if not isinstance(self.env, EpisodeOutcomes):
+            return {}
+        return jax.vmap(self.env.outcomes)(state)

@@ -391,6 +391,23 @@ def test_first_reveal_on_a_flag_still_places_mines(kits):
     assert not bool(state.placed) and int(state.turn) == 3
 
 
+def test_cleared_is_every_safe_cell_revealed_without_the_flags(kits):
+    """The ``cleared`` outcome holds once the last safe cell is revealed, while GEM's
+    success (which needs every mine flagged too) does not, and the game goes on."""
+    kit = kits(EASY)
+    env, params = kit.env, kit.params
+    state, _ = kit.reset(jax.random.key(3), params)
+    assert not bool(env.outcomes(state)["cleared"])
+    state, ts = kit.step(jax.random.key(0), state, jnp.asarray([REVEAL, 2, 2]), params)
+    hidden_safe = np.argwhere(np.asarray(~state.mines & ~state.revealed)).tolist()
+    assert hidden_safe, "the opening cleared the board: pick another seed"
+    for row, col in hidden_safe:
+        assert not bool(env.outcomes(state)["cleared"])
+        state, ts = kit.step(jax.random.key(0), state, jnp.asarray([REVEAL, row, col]), params)
+    assert bool(env.outcomes(state)["cleared"])
+    assert not bool(ts.info["success"]) and not bool(ts.done)
+
+
 # --- flood fill against GEM's BFS ---------------------------------------------------------
 
 

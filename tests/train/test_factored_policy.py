@@ -12,6 +12,7 @@ from tiers import FIRST_OF_GAME
 import gemjax
 from gemjax.spaces import Discrete, MultiDiscrete
 from gemjax.train import TrainConfig, make_train
+from gemjax.train.host import episode_record
 from gemjax.train.policy import (
     MAX_COMPONENT,
     MAX_JOINT,
@@ -236,3 +237,11 @@ def test_joint_head_without_format_errors_trains(tiny, env_id):
     np.testing.assert_allclose(np.asarray(traj.log_probs)[valid], -math.log(allowed), atol=0.1)
     assert float(metrics.entropy) == pytest.approx(math.log(allowed), rel=0.02)
     assert not np.any(np.asarray(traj.rewards)[valid] == -0.1)
+    evaluation = jax.jit(trainer.evaluate)(new_state)
+    if env_id.startswith("game:Minesweeper"):  # its EpisodeOutcomes: the board cleared
+        assert set(evaluation.outcomes) == {"cleared"}
+        assert 0.0 <= float(evaluation.outcomes["cleared"]) <= 1.0
+        record = episode_record("", evaluation)
+        assert record["cleared"] == float(evaluation.outcomes["cleared"])
+    else:
+        assert evaluation.outcomes == {}
