@@ -29,7 +29,13 @@ Protocol (every number is from runs of this script):
 Seeds run one after the other: ``vmap`` over runs of a train function now and then
 wedges XLA's CPU runtime (jax 0.10.2: compiled, then idle in ``block_until_ready``).
 
+Policy designs (:data:`DESIGNS`) run under the same protocol: PPO with the joint head
+(``TrainConfig.head="joint"``), with the format-error value masked
+(``mask_format_errors``), and with both, written to ``policy_design.json`` and its
+own docs section.
+
     python benchmarks/algorithms.py            # the protocol: JSON, plot, docs section
+    python benchmarks/algorithms.py --designs  # the policy designs against PPO
     python benchmarks/algorithms.py --quick    # a smoke run: tiny budget, seconds
     python benchmarks/algorithms.py --docs     # only rewrite docs/results.md from the JSON
 """
@@ -57,10 +63,12 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ROOT / "docs" / "results.md"
 OWNER = "benchmarks/algorithms.py"
+DESIGN_OWNER = f"{OWNER} --designs"
 COMMAND = "python benchmarks/algorithms.py"
 
 BASE = TrainConfig(  # shared by every game and rule
     gamma=0.9,
+    ent_coef=0.0,
     num_episodes=128,
     num_transitions=None,
     hidden=(128, 128),
@@ -75,6 +83,7 @@ GAMES: dict[str, int] = {
     "game:Sudoku-v0-easy": 100,
 }
 EVAL_EVERY = 10
+OUTCOMES = ("cleared",)  # the games' EpisodeOutcomes the tables report (Minesweeper)
 PPO_LOOP: dict[str, Any] = {"clip_eps": 0.2, "update_epochs": 4, "num_minibatches": 4}
 GEM_LOOP: dict[str, Any] = {"clip_eps": 0.2, "update_epochs": 2, "num_minibatches": 1}
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -88,6 +97,15 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "gem-rebn": {"algo": "rebn", **GEM_LOOP},
     "gem-grpo": {"algo": "grpo", "grpo_score": "gem", **GEM_LOOP},
 }
+RULES = tuple(VARIANTS)  # the protocol's rules (the default of --variants)
+# Policy designs on PPO, the protocol's best rule: the joint head and the format mask.
+DESIGNS: dict[str, dict[str, Any]] = {
+    "ppo+joint": {**VARIANTS["ppo"], "head": "joint"},
+    "ppo+mask": {**VARIANTS["ppo"], "mask_format_errors": True},
+    "ppo+joint+mask": {**VARIANTS["ppo"], "head": "joint", "mask_format_errors": True},
+}
+VARIANTS.update(DESIGNS)
+DESIGN_OUT = RESULTS / "policy_design"
 LEARNING_RATES = (1.25e-4, 5e-4, 2e-3, 8e-3, 3.2e-2)
 SELECTION_SEEDS = (100, 101)
 REPORT_SEEDS = (0, 1, 2, 3, 4)
@@ -195,6 +213,7 @@ class Runner:
             "return": np.asarray(metrics.eval.episode_return).tolist(),
             "success": np.asarray(metrics.eval.success).tolist(),
             "mean_turns": np.asarray(metrics.eval.mean_turns).tolist(),
+            **{name: np.asarray(v).tolist() for name, v in metrics.eval.outcomes.items()},
             "train_return": np.asarray(metrics.train.episodes.episode_return).mean(-1).tolist(),
             "cpu_s": cpu,
             "wall_s": wall,
@@ -234,6 +253,11 @@ def run_variant(
             "return": interval([curve[-1] for curve in curves["return"]]),
             "success": interval([curve[-1] for curve in curves["success"]], (0.0, 1.0)),
             "mean_turns": interval([curve[-1] for curve in curves["mean_turns"]], (1.0, np.inf)),
+            **{
+                name: interval([curve[-1] for curve in curves[name]], (0.0, 1.0))
+                for name in OUTCOMES
+                if name in curves
+            },
         },
     }
 
@@ -325,13 +349,16 @@ def table_row(game: dict[str, Any], row: dict[str, Any]) -> str:
     return (
         f"{game['env_id']:30s} {row['variant']:19s} lr {row['learning_rate']:g}  "
         f"return {fmt(final['return'])}  gap {gap:.3f}  success {fmt(final['success'])}  "
-        f"turns {fmt(final['mean_turns'], 2)}  cpu {cpu:.1f} s"
+        f"turns {fmt(final['mean_turns'], 2)}  "
+        + "".join(f"{name} {fmt(final[name])}  " for name in OUTCOMES if name in final)
+        + f"cpu {cpu:.1f} s"
     )
 
 
 def game_table(game: dict[str, Any]) -> list[str]:
-    """The Markdown table of one game."""
+    """The Markdown table of one game (with a column per outcome its rows report)."""
     turns = game["reference_turns"]
+    outcomes = [name for name in OUTCOMES if name in game["variants"][0]["final"]]
     lines = [
         f"### {game['env_id'].removeprefix('game:')}",
         "",
@@ -341,8 +368,9 @@ def game_table(game: dict[str, Any]) -> list[str]:
         + f"Budget: {game['variants'][0]['env_steps'][-1]:,} env steps per run.",
         "",
         "| rule | lr | greedy return [95%] | gap to ref. | success [95%] | turns [95%] "
-        "| CPU s / run |",
-        "|---|---:|---|---:|---|---|---:|",
+        + "".join(f"| {name} [95%] " for name in outcomes)
+        + "| CPU s / run |",
+        "|---|---:|---|---:|---|---|" + "---|" * len(outcomes) + "---:|",
     ]
     for row in game["variants"]:
         final = row["final"]
@@ -350,7 +378,9 @@ def game_table(game: dict[str, Any]) -> list[str]:
         cpu = np.mean([curve[-1] for curve in row["cpu_s"]])
         lines.append(
             f"| {row['variant']} | {row['learning_rate']:g} | {fmt(final['return'])} | "
-            f"{gap:.3f} | {fmt(final['success'])} | {fmt(final['mean_turns'], 2)} | {cpu:.1f} |"
+            f"{gap:.3f} | {fmt(final['success'])} | {fmt(final['mean_turns'], 2)} | "
+            + "".join(f"{fmt(final[name])} | " for name in outcomes)
+            + f"{cpu:.1f} |"
         )
     return lines
 
@@ -365,8 +395,9 @@ def beats_lines(pairs: list[list[str]]) -> list[str]:
     return [f"* {winner} > {', '.join(losers)}" for winner, losers in winners.items()]
 
 
-def render_docs(results: dict[str, Any]) -> str:
-    """The generated section of ``docs/results.md`` (between its markers)."""
+def render_docs(results: dict[str, Any], plot_name: str = "algorithms.png") -> str:
+    """The generated section of ``docs/results.md`` (between its markers), showing
+    the plot ``benchmarks/results/<plot_name>``."""
     summary = results["summary"]
     lines = [
         f"Command: `{results['command']}` ({results['machine']}, jax {results['jax']}). "
@@ -387,7 +418,7 @@ def render_docs(results: dict[str, Any]) -> str:
         lines += ["", *game_table(game), ""]
         lines.append("Rules whose final greedy return interval lies wholly above others':")
         lines += ["", *beats_lines(summary["beats"][game["env_id"]])]
-    lines += ["", "![learning curves](../benchmarks/results/algorithms.png)"]
+    lines += ["", f"![learning curves](../benchmarks/results/{plot_name})"]
     return "\n".join(lines)
 
 
@@ -432,31 +463,41 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ``<out>.json``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", nargs="+", default=list(GAMES), help="env ids")
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(RULES))
     parser.add_argument("--rates", nargs="+", type=float, default=list(LEARNING_RATES))
     parser.add_argument("--seeds", nargs="+", type=int, default=list(REPORT_SEEDS))
     parser.add_argument("--selection-seeds", nargs="+", type=int, default=list(SELECTION_SEEDS))
     parser.add_argument("--quick", action="store_true", help="tiny smoke budget, one rate")
-    parser.add_argument("--out", type=Path, default=RESULTS / "algorithms", help="output stem")
+    parser.add_argument(
+        "--designs",
+        action="store_true",
+        help="the policy designs against PPO (default output policy_design, own docs section)",
+    )
+    parser.add_argument("--out", type=Path, help="output stem (default algorithms)")
     parser.add_argument(
         "--docs", action="store_true", help="only recompute the summary and rewrite the docs"
     )
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
-    json_path = args.out.with_suffix(".json")
+    if args.designs:
+        args.variants = ["ppo", *DESIGNS]
+    default_out = DESIGN_OUT if args.designs else RESULTS / "algorithms"
+    out = args.out or default_out
+    owner = DESIGN_OWNER if args.designs else OWNER
+    json_path = out.with_suffix(".json")
     if args.docs:
         results = json.loads(json_path.read_text())
         results["summary"] = summarize(results["games"])
         json_path.write_text(json.dumps(results, indent=1) + "\n")
-        write_section(DOCS, OWNER, render_docs(results))
+        write_section(DOCS, owner, render_docs(results, out.name + ".png"))
         return results
     results = run_protocol(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=1) + "\n")
     if results["games"]:
-        plot(results, args.out.with_suffix(".png"))
-        if args.out == RESULTS / "algorithms" and not args.quick:
-            write_section(DOCS, OWNER, render_docs(results))
+        plot(results, out.with_suffix(".png"))
+        if out == default_out and not args.quick:
+            write_section(DOCS, owner, render_docs(results, out.name + ".png"))
     return results
 
 

@@ -50,8 +50,25 @@ def test_quick_run_writes_table_json_and_plot(bench, tmp_path, capsys):
     assert "game:GuessTheNumber-v0-easy    gem-grpo" in printed
 
 
-def test_the_committed_summary_is_computed_from_the_committed_runs(bench):
-    results = json.loads((bench.RESULTS / "algorithms.json").read_text())
+@pytest.mark.slow
+def test_quick_designs_run_reports_minesweepers_cleared_boards(bench, tmp_path):
+    out = tmp_path / "designs"
+    argv = ["--quick", "--designs", "--games", "game:Minesweeper-v0-easy", "--seeds", "0"]
+    results = bench.main([*argv, "--selection-seeds", "7", "--out", str(out)])
+    (game,) = results["games"]
+    assert [row["variant"] for row in game["variants"]] == ["ppo", *bench.DESIGNS]
+    for row in game["variants"]:
+        assert row["settings"] == bench.VARIANTS[row["variant"]]
+        assert np.asarray(row["cleared"]).shape == (1, 2)  # [seeds][points]
+        assert 0.0 <= row["final"]["cleared"]["mean"] <= 1.0
+    table = bench.render_docs(results, "designs.png")
+    assert "| cleared [95%] |" in table and "results/designs.png" in table
+    assert "| ppo+joint+mask | 0.002 |" in table
+
+
+@pytest.mark.parametrize("stem", ["algorithms", "policy_design"])
+def test_the_committed_summary_is_computed_from_the_committed_runs(bench, stem):
+    results = json.loads((bench.RESULTS / f"{stem}.json").read_text())
     assert results["summary"] == bench.summarize(results["games"])
 
 

@@ -33,3 +33,10 @@ def test_the_docs_section_is_rendered_from_the_committed_json(script, result):
     results = json.loads((bench.RESULTS / result).read_text())
     assert script == bench.OWNER
     assert read_section(bench.DOCS, script).strip() == bench.render_docs(results).strip()
+
+
+def test_the_policy_design_section_is_rendered_from_its_json():
+    bench = load("benchmarks/algorithms.py")
+    results = json.loads((bench.DESIGN_OUT.with_suffix(".json")).read_text())
+    rendered = bench.render_docs(results, "policy_design.png")
+    assert read_section(bench.DOCS, bench.DESIGN_OWNER).strip() == rendered.strip()
