@@ -159,6 +159,20 @@ def test_value_zero_of_the_first_component_is_a_format_error_in_every_game(env_i
     assert float(ts.reward) == float(params.rewards.format_error)
 
 
+def update_and_rollout(trainer):
+    """A fresh state, the state after one update, its metrics, and a rollout of the
+    fresh params (one jitted call)."""
+    state = trainer.init(jax.random.key(0))
+    keys = jax.random.split(jax.random.key(1), trainer.config.num_episodes)
+
+    @jax.jit
+    def run(state):
+        return trainer.update(state), trainer.rollout.collect(state.params, keys, state.key)
+
+    (new_state, metrics), traj = run(state)
+    return state, new_state, metrics, traj
+
+
 # One (game, algorithm) pair per MultiDiscrete game; Sudoku once it is registered.
 GAMES = [
     ("game:Mastermind-v0-easy", "rebn"),
@@ -183,14 +197,7 @@ def test_training_step_on_a_multidiscrete_game(tiny, env_id, algo):
     )
     trainer = make_train(config)
     space = trainer.env.action_space(trainer.rollout.env_params)
-    state = trainer.init(jax.random.key(0))
-    keys = jax.random.split(jax.random.key(1), config.num_episodes)
-
-    @jax.jit
-    def update_and_rollout(state):
-        return trainer.update(state), trainer.rollout.collect(state.params, keys, state.key)
-
-    (new_state, metrics), traj = update_and_rollout(state)
+    state, new_state, metrics, traj = update_and_rollout(trainer)
     moved = jax.tree.map(
         lambda a, b: bool(jnp.any(a != b)),
         new_state.params["params"]["actor"],
@@ -218,14 +225,7 @@ def test_joint_head_without_format_errors_trains(tiny, env_id):
     space = trainer.env.action_space(trainer.rollout.env_params)
     head = trainer.rollout.head
     assert isinstance(head, JointCategorical) and head.num_logits == math.prod(space.nvec)
-    state = trainer.init(jax.random.key(0))
-    keys = jax.random.split(jax.random.key(1), config.num_episodes)
-
-    @jax.jit
-    def update_and_rollout(state):
-        return trainer.update(state), trainer.rollout.collect(state.params, keys, state.key)
-
-    (new_state, metrics), traj = update_and_rollout(state)
+    _, new_state, metrics, traj = update_and_rollout(trainer)
     assert np.isfinite(float(metrics.loss))
     assert int(new_state.update) == 1
     valid = np.asarray(traj.valid)
