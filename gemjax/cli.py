@@ -70,6 +70,7 @@ TRAIN_FLAGS = {
     "update_epochs": "--epochs",
     "num_minibatches": "--minibatches",
     "eval_every": "--eval-every",
+    "curriculum": "--curriculum",
     "eval_episodes": "--eval-episodes",
     "checkpoint_every": "--checkpoint-every",
     "TrainConfig.horizon": "--horizon",
@@ -111,6 +112,31 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
     return value
+
+
+def curriculum_stage(text: str) -> Any:
+    """argparse type: a :class:`~gemjax.train.config.Stage` spelt
+    ``field=value[,field=value]:updates`` (``max_turns=50:750``)."""
+    from gemjax.train.config import Stage
+
+    usage = f"must read field=value[,field=value]:updates (e.g. max_turns=50:750), got {text!r}"
+    params_text, colon, updates_text = text.rpartition(":")
+    pairs = [pair.partition("=") for pair in params_text.split(",")] if colon else []
+    if not pairs or any(not name or not eq or not value for name, eq, value in pairs):
+        raise argparse.ArgumentTypeError(usage)
+    try:
+        params = tuple((name.strip(), number(value)) for name, _, value in pairs)
+        return Stage(int(updates_text), params)
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(usage) from None
+
+
+def number(text: str) -> int | float:
+    """An int if ``text`` spells one, else a float (ValueError if neither)."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def env_id_of(text: str) -> str:
@@ -256,6 +282,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         "head": args.head,
         "mask_invalid": args.mask_invalid,
         "mask_format_errors": args.mask_format_errors,
+        "curriculum": tuple(args.curriculum) if args.curriculum else None,
         "eval_every": args.eval_every,
         "eval_episodes": args.eval_episodes,
     }
@@ -283,6 +310,7 @@ def fit_default_transitions(config: TrainConfig) -> TrainConfig:
 
 MLP_FLAGS: tuple[str, ...] = ("hidden", "transitions", "minibatches", "mask_invalid")
 MLP_FLAGS += ("ent_coef", "grpo_score", "lr_schedule", "head", "mask_format_errors")
+MLP_FLAGS += ("curriculum",)
 TOKEN_FLAGS = (
     "tokenizer",
     "warmup",
@@ -627,6 +655,14 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--mask-invalid", action="store_true", help="mask invalid actions")
     train.add_argument(
         "--mask-format-errors", action="store_true", help="never play the format-error action"
+    )
+    train.add_argument(
+        "--curriculum",
+        type=curriculum_stage,
+        nargs="+",
+        metavar="STAGE",
+        help="stages before the game: field=value[,field=value]:updates, the game's params "
+        "changed for that many updates (e.g. max_turns=50:750)",
     )
     train.add_argument("--eval-every", type=positive, help="updates per chunk and evaluation")
     train.add_argument("--eval-episodes", type=positive, help="greedy evaluation episodes")

@@ -17,6 +17,42 @@ GRPO_SCORES: tuple[GrpoScore, ...] = ("discounted", "gem")
 HeadKind = Literal["factored", "joint"]
 HEAD_KINDS: tuple[HeadKind, ...] = ("factored", "joint")
 TOKENIZERS = ("qwen3", "bytes")  # the built-in tokenizers a token agent can use
+ParamValue = int | float
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A curriculum stage: ``updates`` updates on the game with some of its params
+    changed, before the run goes on with the game's own params.
+
+    Attributes:
+        updates: updates of the stage (a multiple of the run's ``eval_every``).
+        params: ``(field, value)`` pairs: scalar fields of the env's params and their
+            values in the stage, e.g. ``(("max_turns", 50),)`` (GuessTheNumber-hard
+            with the turn limit of its ``-no-max-turn`` id).
+    """
+
+    updates: int
+    params: tuple[tuple[str, ParamValue], ...]
+
+    def __post_init__(self) -> None:
+        """Raises TypeError or ValueError: a count below 1, no params, a field named
+        twice, or a value that is not a real number."""
+        if integer("stage updates", self.updates) < 1:
+            raise ValueError(f"stage updates must be >= 1, got {self.updates}")
+        if not isinstance(self.params, tuple) or not self.params:
+            raise TypeError(f"stage params must be a non-empty tuple of pairs, got {self.params!r}")
+        for pair in self.params:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+                raise TypeError(f"stage params are (field, value) pairs, got {pair!r}")
+            real(f"stage param {pair[0]}", pair[1])
+        names = [name for name, _ in self.params]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a stage sets each param once, got {names}")
+
+    def __str__(self) -> str:
+        """The CLI's spelling, ``field=value[,field=value]:updates``."""
+        return ",".join(f"{name}={value}" for name, value in self.params) + f":{self.updates}"
 
 
 @dataclass(frozen=True)
@@ -76,6 +112,12 @@ class TrainConfig:
             a format error (value 0 of the first component), so the policy only plays
             parseable answers (a text policy's grammar-constrained decoding; GEM's -0.1
             penalty is never drawn). Off by default: the paper's agent can err.
+        curriculum: design switch: :class:`Stage` s played, in order, before the game's
+            own params (their updates count in ``num_updates``; the game keeps at
+            least one chunk). Each stage changes some of the env's params (a
+            GuessTheNumber-hard policy first learns with 50 turns, where the
+            last-turn distance reward cannot trap it, then with the id's 7); greedy
+            evaluation always plays the game itself. Off by default.
         eval_every: updates between greedy evaluations (a chunk of the host loop).
         eval_episodes: episodes per greedy evaluation (always the same initial states;
             the default is large enough that their sampling error of GuessTheNumber's
@@ -107,6 +149,7 @@ class TrainConfig:
     head: HeadKind = "factored"
     mask_invalid: bool = False
     mask_format_errors: bool = False
+    curriculum: tuple[Stage, ...] = ()
     eval_every: int = 50
     eval_episodes: int = 16384
 
@@ -154,6 +197,26 @@ class TrainConfig:
             raise ValueError("num_episodes must be a multiple of group_size for grpo")
         if self.algo == "ppo" and self.clip_eps is None:
             raise ValueError("ppo needs clip_eps")
+        self._check_curriculum()
+
+    def _check_curriculum(self) -> None:
+        """Stages of whole chunks, leaving the game at least one chunk."""
+        if not isinstance(self.curriculum, tuple) or not all(
+            isinstance(stage, Stage) for stage in self.curriculum
+        ):
+            raise TypeError(f"curriculum must be a tuple of Stage, got {self.curriculum!r}")
+        for stage in self.curriculum:
+            if stage.updates % self.eval_every:
+                raise ValueError(
+                    f"curriculum stage {stage} must last a multiple of eval_every "
+                    f"({self.eval_every}) updates"
+                )
+        staged = sum(stage.updates for stage in self.curriculum)
+        if self.curriculum and staged >= self.num_updates:
+            raise ValueError(
+                f"the curriculum takes {staged} of the {self.num_updates} updates: the "
+                "game itself needs some (raise num_updates or shorten the stages)"
+            )
 
     def _check_reals(self) -> None:
         """The float fields: finite, and within their ranges."""

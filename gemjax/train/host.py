@@ -30,7 +30,7 @@ from gemjax.train.token_trainer import (
     TokenTrainState,
     make_token_train,
 )
-from gemjax.train.trainer import BATCH_AXIS, ChunkMetrics, make_train
+from gemjax.train.trainer import BATCH_AXIS, ChunkMetrics, Trainer, make_train
 
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "learning_curve.png"
@@ -284,6 +284,7 @@ class Phase:
         total: steps of the phase.
         done: steps of the phase a state has done.
         record: the phase's JSONL fields of a chunk's metrics.
+        env_steps: env steps a step of the phase runs.
     """
 
     name: str
@@ -292,6 +293,7 @@ class Phase:
     total: int
     done: Callable[[Any], int]
     record: Callable[[Any], dict[str, Any]]
+    env_steps: int
 
 
 def run(
@@ -319,25 +321,36 @@ def run(
     if integer("checkpoint_every", checkpoint_every) < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
     trainer = make_train(config, mesh)  # before any file: a bad config writes nothing
-    phase = Phase(
-        "rl",
-        trainer.chunk,
-        config.eval_every,
-        config.num_updates,
-        lambda state: int(state.update),
-        chunk_record,
-    )
     return run_phases(
         config,
         out_dir,
         seed,
         trainer.init,
-        [phase],
-        trainer.env_steps_per_update,
+        rl_phases(trainer),
         checkpoint_every,
         progress,
         f"{config.env_id} {config.algo}",
     )
+
+
+def rl_phases(trainer: Trainer) -> list[Phase]:
+    """One phase per stretch of ``trainer``'s run (:meth:`Trainer.stages`): the
+    curriculum's stages, named ``stage 1`` ..., then ``rl``, the game itself."""
+    phases, before = [], 0
+    stages = trainer.stages()
+    for index, (updates, stage) in enumerate(stages):
+        last = index == len(stages) - 1
+
+        def done(state: Any, before: int = before, updates: int = updates) -> int:
+            return min(max(int(state.update) - before, 0), updates)
+
+        name = "rl" if last else f"stage {index + 1}"
+        steps = trainer.config.eval_every
+        phases.append(
+            Phase(name, stage.chunk, steps, updates, done, chunk_record, stage.env_steps_per_update)
+        )
+        before += updates
+    return phases
 
 
 def run_phases(
@@ -346,7 +359,6 @@ def run_phases(
     seed: int,
     init: Callable[[jax.Array], Any],
     phases: list[Phase],
-    env_steps_per_step: int,
     checkpoint_every: int,
     progress: bool,
     title: str,
@@ -375,6 +387,7 @@ def run_phases(
     (out_dir / CONFIG_FILE).write_text(json.dumps(run_settings(config, seed), indent=2) + "\n")
     metrics_path = out_dir / METRICS_FILE
     steps_done = lambda state: sum(phase.done(state) for phase in phases)  # noqa: E731
+    env_steps = lambda state: sum(p.done(state) * p.env_steps for p in phases)  # noqa: E731
     start = steps_done(state)
     records = _read_records(metrics_path, start)
     metrics_path.write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -406,14 +419,14 @@ def run_phases(
                 elapsed = time.perf_counter() - tick
                 run_seconds += elapsed
                 chunks += 1
-                env_steps_run += phase.steps * env_steps_per_step
+                env_steps_run += phase.steps * phase.env_steps
                 step = steps_done(state)
                 record = {
                     "update": step,
                     "phase": phase.name,
-                    "env_steps": step * env_steps_per_step,
+                    "env_steps": env_steps(state),
                     "wall_s": run_seconds + compile_seconds,
-                    "steps_per_second": phase.steps * env_steps_per_step / elapsed,
+                    "steps_per_second": phase.steps * phase.env_steps / elapsed,
                     **phase.record(metrics),
                 }
                 records.append(record)
@@ -487,6 +500,7 @@ def run_token_phases(
             config.warmup_updates,
             lambda state: int(state.warmup),
             token_record,
+            trainer.env_steps_per_update,
         ),
         Phase(
             "rl",
@@ -495,6 +509,7 @@ def run_token_phases(
             config.num_updates,
             lambda state: int(state.update),
             token_record,
+            trainer.env_steps_per_update,
         ),
     ]
     return run_phases(
@@ -503,7 +518,6 @@ def run_token_phases(
         seed,
         trainer.init,
         phases,
-        trainer.env_steps_per_update,
         checkpoint_every,
         progress,
         title,

@@ -3,6 +3,7 @@ of ``lax.scan``, PureJaxRL style, with metrics as scan outputs."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -16,7 +17,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from gemjax.core import ActionMasking, Environment
 from gemjax.registry import make
 from gemjax.rng import split
-from gemjax.train.config import TrainConfig
+from gemjax.train.config import Stage, TrainConfig
 from gemjax.train.estimators import (
     discounted_returns,
     gae,
@@ -127,17 +128,18 @@ def advantages_and_targets(config: TrainConfig, traj: Trajectory) -> tuple[jax.A
     return adv, jnp.zeros_like(adv)
 
 
-def horizon_of(config: TrainConfig, env: Environment) -> int:
+def horizon_of(config: TrainConfig, env: Environment, params: Any = None) -> int:
     """``config.horizon``, else the largest ``max_turns`` in the env's params (a
     field of that name anywhere in them: a word game keeps its turn limits in its
-    bank).
+    bank); ``params`` default to the env's.
 
     Raises:
         ValueError: neither is available.
     """
     if config.horizon is not None:
         return config.horizon
-    leaves, _ = jax.tree_util.tree_flatten_with_path(env.default_params)
+    params = env.default_params if params is None else params
+    leaves, _ = jax.tree_util.tree_flatten_with_path(params)
     limits = [
         int(np.max(leaf)) for path, leaf in leaves if getattr(path[-1], "name", None) == "max_turns"
     ]
@@ -172,6 +174,47 @@ def check_transitions(config: TrainConfig, horizon: int) -> None:
         )
 
 
+def stage_params(env: Environment, stage: Stage) -> Any:
+    """The env's default params with ``stage.params`` set, each value cast to its
+    field's dtype, for a stage that plays the same game (same observation and action
+    shapes).
+
+    Raises:
+        ValueError: a name that is not a scalar field of the params, a fraction for an
+            integer field, params the env rejects (``validate_params``), or params
+            that change the observation or action shapes.
+    """
+    params = env.default_params
+    scalars = {
+        field.name
+        for field in dataclasses.fields(params)
+        if getattr(getattr(params, field.name), "ndim", None) == 0
+    }
+    changes = {}
+    for name, value in stage.params:
+        if name not in scalars:
+            raise ValueError(
+                f"curriculum stage {stage}: {env.name}'s params have no scalar field "
+                f"{name!r} (they have: {', '.join(sorted(scalars))})"
+            )
+        dtype = getattr(params, name).dtype
+        if jnp.issubdtype(dtype, jnp.integer) and value != int(value):
+            raise ValueError(f"curriculum stage {stage}: {name} takes an integer, got {value}")
+        changes[name] = jnp.asarray(value, dtype)
+    staged = params.replace(**changes)
+    env.validate_params(staged)
+    shapes = lambda p: (  # noqa: E731
+        jax.tree.map(lambda x: (x.shape, x.dtype), env.observation_spec(p)),
+        env.action_space(p),
+    )
+    if shapes(staged) != shapes(params):
+        raise ValueError(
+            f"curriculum stage {stage} changes {env.name}'s observation or action shapes: "
+            "a stage must play the same board, only other params"
+        )
+    return staged
+
+
 def batch_constraint(mesh: Mesh | None) -> Constrain:
     """Shard the leading axis of every leaf over ``mesh``'s ``batch`` axis (identity
     without a mesh)."""
@@ -190,6 +233,10 @@ class Trainer:
         env: the game; rollout: its batched runner; model: the policy.
         optimizer: AdamW behind global-norm clipping.
         horizon: turns per rollout.
+        stage_rollouts: one runner per ``config.curriculum`` stage (its params and
+            horizon), played before ``rollout``.
+        eval_rollout: the runner of the greedy evaluation (None: ``rollout``; a
+            stage's trainer keeps evaluating the game itself).
     """
 
     config: TrainConfig
@@ -198,6 +245,28 @@ class Trainer:
     model: ActorCritic
     optimizer: optax.GradientTransformation
     horizon: int
+    stage_rollouts: tuple[Rollout, ...] = ()
+    eval_rollout: Rollout | None = None
+
+    def stages(self) -> tuple[tuple[int, Trainer], ...]:
+        """``(updates, trainer)`` for each stretch of a run: each curriculum stage's
+        (a trainer whose rollouts play the stage's params), then this one for the
+        updates left."""
+        staged = tuple(
+            (
+                stage.updates,
+                dataclasses.replace(
+                    self,
+                    rollout=rollout,
+                    horizon=rollout.horizon,
+                    stage_rollouts=(),
+                    eval_rollout=self.rollout,
+                ),
+            )
+            for stage, rollout in zip(self.config.curriculum, self.stage_rollouts, strict=True)
+        )
+        left = self.config.num_updates - sum(updates for updates, _ in staged)
+        return (*staged, (left, self))
 
     @property
     def env_steps_per_update(self) -> int:
@@ -345,7 +414,8 @@ class Trainer:
         """Greedy play of the current policy on ``eval_episodes`` fixed episodes."""
         reset_key, step_key = jax.random.split(state.eval_key)
         reset_keys = split(reset_key, self.config.eval_episodes)
-        return self.rollout.evaluate(state.params, reset_keys, step_key)
+        rollout = self.rollout if self.eval_rollout is None else self.eval_rollout
+        return rollout.evaluate(state.params, reset_keys, step_key)
 
     def chunk(self, state: TrainState) -> tuple[TrainState, ChunkMetrics]:
         """``eval_every`` updates (a ``lax.scan``), then a greedy evaluation."""
@@ -360,15 +430,22 @@ class Trainer:
         self, key: jax.Array, learning_rate: jax.Array | float | None = None
     ) -> tuple[TrainState, ChunkMetrics]:
         """A whole run from a PRNG key array[] (and optionally a learning rate, see
-        :meth:`init`); metrics have leading axes ``[num_updates // eval_every]`` (eval)
-        and ``[..., eval_every]`` (train). Jittable and vmappable over keys (without a
+        :meth:`init`): the curriculum's stages, then the game (:meth:`stages`);
+        metrics have leading axes ``[num_updates // eval_every]`` (eval) and
+        ``[..., eval_every]`` (train). Jittable and vmappable over keys (without a
         mesh)."""
+        state = self.init(key, learning_rate)
+        pieces = []
+        for updates, trainer in self.stages():
 
-        def body(state: TrainState, _: None):
-            return self.chunk(state)
+            def body(state: TrainState, _: None, trainer: Trainer = trainer):
+                return trainer.chunk(state)
 
-        num_chunks = self.config.num_updates // self.config.eval_every
-        return jax.lax.scan(body, self.init(key, learning_rate), None, length=num_chunks)
+            state, metrics = jax.lax.scan(
+                body, state, None, length=updates // self.config.eval_every
+            )
+            pieces.append(metrics)
+        return state, jax.tree.map(lambda *parts: jnp.concatenate(parts), *pieces)
 
 
 def make_optimizer(
@@ -429,8 +506,9 @@ def make_train(
     Raises:
         ValueError: the env lacks ``valid_action_mask`` while ``mask_invalid`` is set,
             the batch does not divide over the mesh, ``num_transitions`` is more than
-            a rollout's turns (:func:`check_transitions`), or the action space has no
-            ``config.head`` (:func:`~gemjax.train.policy.action_head`).
+            a rollout's turns (:func:`check_transitions`), the action space has no
+            ``config.head`` (:func:`~gemjax.train.policy.action_head`), or a
+            curriculum stage's params do not fit the game (:func:`stage_params`).
     """
     env = make(config.env_id)
     if config.mask_invalid and not isinstance(env, ActionMasking):
@@ -441,6 +519,9 @@ def make_train(
             raise ValueError(f"num_episodes and eval_episodes must divide by {size} devices")
     horizon = horizon_of(config, env)
     check_transitions(config, horizon)
+    staged_params = [stage_params(env, stage) for stage in config.curriculum]
+    for params in staged_params:
+        check_transitions(config, horizon_of(config, env, params))
     head = action_head(env.action_space(env.default_params), config.head)
     model = ActorCritic(
         num_logits=head.num_logits, hidden=config.hidden, critic=config.algo == "ppo"
@@ -456,5 +537,9 @@ def make_train(
         code_bits=config.code_bits,
         constrain=batch_constraint(mesh),
     )
+    stage_rollouts = tuple(
+        dataclasses.replace(rollout, env_params=params, horizon=horizon_of(config, env, params))
+        for params in staged_params
+    )
     optimizer = make_optimizer(config, learning_rate_in_state)
-    return Trainer(config, env, rollout, model, optimizer, horizon)
+    return Trainer(config, env, rollout, model, optimizer, horizon, stage_rollouts)
