@@ -5,7 +5,7 @@ whole training run inside one jit, and whose ``chunk(state)`` runs ``eval_every`
 updates plus a greedy evaluation (the host loop of ``gemjax train``).
 """
 
-from gemjax.train.config import ALGOS, Algo, TrainConfig
+from gemjax.train.config import ALGOS, Algo, Stage, TrainConfig
 from gemjax.train.play import greedy_transcript
 from gemjax.train.trainer import ChunkMetrics, Trainer, TrainState, UpdateMetrics, make_train
 
@@ -13,6 +13,7 @@ __all__ = [
     "ALGOS",
     "Algo",
     "ChunkMetrics",
+    "Stage",
     "TrainConfig",
     "TrainState",
     "Trainer",

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from gemjax import cli
-from gemjax.train import TrainConfig, make_train
-from gemjax.train.config import Stage
+from gemjax.train import Stage, TrainConfig, make_train
 from gemjax.train.host import run
 
 EASY_TURNS = 4  # GuessTheNumber-v0-easy: 1..10 in 4 turns
