@@ -1,13 +1,22 @@
-"""The default ``gemjax train`` run, as a user types it, for several seeds: is the
-paper's goal met (greedy success >= 0.99 and mean turns <= 4.9 on
-GuessTheNumber 1..50 with 50 turns, each seed within 3 minutes)?
+"""Training runs as a user types them, for several seeds, against their goals.
 
-Each seed runs ``gemjax train --out DIR --seed N --no-progress`` in a fresh process,
-one after the other; wall seconds and the child's CPU seconds (user + system) include
-start-up and compilation. Writes ``benchmarks/results/default_run.json`` and, at the
-default output, its section of ``docs/results.md``.
+The default suite is the default ``gemjax train`` run: is the paper's goal met
+(greedy success >= 0.99 and mean turns <= 4.9 on GuessTheNumber 1..50 with 50 turns,
+each seed within 3 minutes)? The ``solve`` suite trains two games to the ablation
+issue's targets, each seed within 3 minutes: GuessTheNumber-hard (1..50 in 7 turns,
+success >= 0.99) as is and with a curriculum stage of 50 turns first, and
+Mastermind-easy (success 1.0 in at most 3.6 turns) with 3000 updates. The ``screen``
+suite runs the default run with one setting changed at a time, toward its goal.
+
+Each run and seed runs ``gemjax train --out DIR --seed N --no-progress`` (plus the
+run's flags) in a fresh process, one after the other; wall seconds and the child's
+CPU seconds (user + system) include start-up and compilation. Writes the suite's
+JSON under ``benchmarks/results/`` and, at the default output, its section of
+``docs/results.md``.
 
     python benchmarks/default_run.py                 # seeds 0, 1 and 2
+    python benchmarks/default_run.py --suite solve   # GuessTheNumber-hard, Mastermind
+    python benchmarks/default_run.py --suite screen  # settings near the default
     python benchmarks/default_run.py --docs          # only rewrite the docs from the JSON
 """
 
@@ -23,7 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 
@@ -35,6 +44,56 @@ RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ROOT / "docs" / "results.md"
 OWNER = "benchmarks/default_run.py"
 GOAL = {"success": 0.99, "mean_turns": 4.9, "wall_s": 180.0}
+HARD = "game:GuessTheNumber-v0-hard"
+CURRICULUM = ("--curriculum", "max_turns=50:1000", "--lr-schedule", "linear")
+SOLVE_GOAL = {"success": 0.99, "wall_s": 180.0}  # the ablation issue's GuessTheNumber-hard target
+MASTERMIND_GOAL = {"success": 1.0, "mean_turns": 3.6, "wall_s": 180.0}
+
+
+class Suite(NamedTuple):
+    """Runs compared in one table: ``runs`` maps a label to its ``gemjax train``
+    flags and its goal, the bounds each seed must meet (``success`` at least,
+    ``mean_turns`` and ``wall_s`` at most); ``result`` names the JSON."""
+
+    runs: dict[str, tuple[tuple[str, ...], dict[str, float]]]
+    result: str
+
+    def owner(self, name: str) -> str:
+        """Who writes the suite's section of the docs."""
+        return OWNER if name == "default" else f"{OWNER} --suite {name}"
+
+
+SUITES = {
+    "default": Suite({"default": ((), GOAL)}, "default_run.json"),
+    "solve": Suite(
+        {
+            "GuessTheNumber-hard": (("--env", HARD), SOLVE_GOAL),
+            "GuessTheNumber-hard, curriculum": (("--env", HARD, *CURRICULUM), SOLVE_GOAL),
+            "Mastermind-easy, 3000 updates": (
+                ("--env", "game:Mastermind-v0-easy", "--updates", "3000"),
+                MASTERMIND_GOAL,
+            ),
+        },
+        "solve_runs.json",
+    ),
+    "screen": Suite(
+        {
+            " ".join(flags): (flags, GOAL)
+            for flags in (
+                ("--ent-coef", "0"),
+                ("--ent-coef", "0.001"),
+                ("--ent-coef", "0.004"),
+                ("--ent-coef", "0.005"),
+                ("--ent-coef", "0.01"),
+                ("--lr-schedule", "linear"),
+                ("--lr", "3e-3"),
+                ("--updates", "2500"),
+                ("--episodes", "512"),
+            )
+        },
+        "default_screen.json",
+    ),
+}
 
 
 def children_cpu_seconds() -> float:
@@ -43,18 +102,20 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def train_seed(seed: int, out_dir: Path) -> dict[str, Any]:
-    """One ``gemjax train`` process with every default but the seed; its final
-    greedy evaluation, seconds and whether it meets :data:`GOAL`."""
+def train_seed(
+    seed: int, out_dir: Path, flags: tuple[str, ...] = (), goal: dict[str, float] = GOAL
+) -> dict[str, Any]:
+    """One ``gemjax train`` process with every default but the seed and ``flags``; its
+    final greedy evaluation, seconds and whether it meets ``goal``."""
     command = [sys.executable, "-m", "gemjax", "train", "--out", str(out_dir), "--seed", str(seed)]
     cpu, wall = children_cpu_seconds(), time.perf_counter()
-    subprocess.run([*command, "--no-progress"], check=True, capture_output=True)
+    subprocess.run([*command, *flags, "--no-progress"], check=True, capture_output=True)
     cpu, wall = children_cpu_seconds() - cpu, time.perf_counter() - wall
     last = json.loads((out_dir / "metrics.jsonl").read_text().splitlines()[-1])
     met = (
-        last["success"] >= GOAL["success"]
-        and last["mean_turns"] <= GOAL["mean_turns"]
-        and wall <= GOAL["wall_s"]
+        last["success"] >= goal["success"]
+        and last["mean_turns"] <= goal.get("mean_turns", float("inf"))
+        and wall <= goal["wall_s"]
     )
     return {
         "seed": seed,
@@ -67,52 +128,92 @@ def train_seed(seed: int, out_dir: Path) -> dict[str, Any]:
     }
 
 
+def bounds(goal: dict[str, float]) -> str:
+    """A goal in words: ``success >= 0.99, mean_turns <= 4.9, wall_s <= 180``."""
+    return ", ".join(
+        f"{name} {'>=' if name == 'success' else '<='} {value:g}" for name, value in goal.items()
+    )
+
+
 def render_docs(results: dict[str, Any]) -> str:
-    """The generated section of ``docs/results.md``: one row per seed."""
+    """The generated section of ``docs/results.md``: one row per seed (and run, for a
+    suite of several, each with its flags)."""
+    runs = results.get("runs")
+    flags = " FLAGS" if runs else ""
     lines = [
         f"Command: `{results['command']}` ({results['machine']}, jax {results['jax']}): "
-        "`gemjax train --out DIR --seed N --no-progress` per seed, one process after the "
-        "other; seconds include start-up and compilation.",
+        f"`gemjax train --out DIR --seed N{flags} --no-progress` per seed, one process "
+        "after the other; seconds include start-up and compilation.",
         "",
-        "| seed | greedy success | greedy mean turns | wall s | CPU s (user + system) | goal |",
-        "|---:|---:|---:|---:|---:|---|",
+    ]
+    if runs:
+        goals = [goal for _, goal in runs.values()]
+        for label, (flags_of_run, goal) in runs.items():
+            parts = [f"`{' '.join(flags_of_run)}`"] if label != " ".join(flags_of_run) else []
+            parts += [f"goal: {bounds(goal)}"] if len(set(map(str, goals))) > 1 else []
+            if parts:
+                lines.append(f"* {label}: {'; '.join(parts)}")
+        if len(set(map(str, goals))) == 1:
+            lines.append(f"Every run's goal: {bounds(goals[0])}.")
+        lines.append("")
+    run_head, run_rule = ("| run ", "|---") if runs else ("", "")
+    lines += [
+        f"{run_head}| seed | greedy success | greedy mean turns | wall s "
+        "| CPU s (user + system) | goal |",
+        f"{run_rule}|---:|---:|---:|---:|---:|---|",
     ]
     for row in results["rows"]:
         goal = "met" if row["goal_met"] else "**not met**"
+        run_cell = f"| {row['run']} " if runs else ""
         lines.append(
-            f"| {row['seed']} | {row['success']:.3f} | {row['mean_turns']:.3f} | "
+            f"{run_cell}| {row['seed']} | {row['success']:.3f} | {row['mean_turns']:.3f} | "
             f"{row['wall_s']:.0f} | {row['cpu_s']:.0f} | {goal} |"
         )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run the seeds (or only rewrite the docs); returns what it writes."""
+    """Run the suite's seeds (or only rewrite the docs); returns what it writes."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", choices=sorted(SUITES), default="default")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", type=Path, default=RESULTS / "default_run.json")
+    parser.add_argument("--out", type=Path, help="the JSON (default: the suite's)")
     parser.add_argument("--docs", action="store_true", help="only rewrite docs from the JSON")
     args = parser.parse_args(argv)
+    suite = SUITES[args.suite]
+    default_out = RESULTS / suite.result
+    out = args.out or default_out
     if args.docs:
-        results = json.loads(args.out.read_text())
+        results = json.loads(out.read_text())
     else:
-        with tempfile.TemporaryDirectory() as scratch:
-            rows = []
-            for seed in args.seeds:
-                rows.append(train_seed(seed, Path(scratch) / f"seed{seed}"))
+        results = run_suite(suite, args.seeds, argv)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+    if out == default_out:
+        write_section(DOCS, suite.owner(args.suite), render_docs(results))
+    return results
+
+
+def run_suite(suite: Suite, seeds: list[int], argv: list[str] | None) -> dict[str, Any]:
+    """Every run of ``suite`` for each seed, in fresh processes; the JSON's content."""
+    with tempfile.TemporaryDirectory() as scratch:
+        rows = []
+        for index, (label, (flags, goal)) in enumerate(suite.runs.items()):
+            for seed in seeds:
+                out_dir = Path(scratch) / f"run{index}_seed{seed}"
+                row = train_seed(seed, out_dir, flags, goal)
+                rows.append({"run": label, **row} if len(suite.runs) > 1 else row)
                 print(json.dumps(rows[-1]), flush=True)
-        results = {
-            "command": " ".join(["python benchmarks/default_run.py", *(argv or sys.argv[1:])]),
-            "machine": f"{platform.machine()}, {jax.device_count()} {jax.default_backend()} "
-            "device(s)",
-            "jax": jax.__version__,
-            "config": dataclasses.asdict(TrainConfig()),
-            "goal": GOAL,
-            "rows": rows,
-        }
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
-    if args.out == RESULTS / "default_run.json":
-        write_section(DOCS, OWNER, render_docs(results))
+    results = {
+        "command": " ".join(["python benchmarks/default_run.py", *(argv or sys.argv[1:])]),
+        "machine": f"{platform.machine()}, {jax.device_count()} {jax.default_backend()} device(s)",
+        "jax": jax.__version__,
+        "config": dataclasses.asdict(TrainConfig()),
+        "rows": rows,
+    }
+    if len(suite.runs) == 1:
+        results["goal"] = next(iter(suite.runs.values()))[1]
+    else:
+        results["runs"] = suite.runs
     return results
 
 

@@ -40,3 +40,11 @@ def test_the_policy_design_section_is_rendered_from_its_json():
     results = json.loads((bench.DESIGN_OUT.with_suffix(".json")).read_text())
     rendered = bench.render_docs(results, "policy_design.png")
     assert read_section(bench.DOCS, bench.DESIGN_OWNER).strip() == rendered.strip()
+
+
+@pytest.mark.parametrize("suite", ["solve", "screen"])
+def test_a_suite_section_is_rendered_from_its_json(suite):
+    bench = load("benchmarks/default_run.py")
+    results = json.loads((bench.RESULTS / bench.SUITES[suite].result).read_text())
+    section = read_section(bench.DOCS, bench.SUITES[suite].owner(suite))
+    assert section.strip() == bench.render_docs(results).strip()
