@@ -180,10 +180,16 @@ def stage_params(env: Environment, stage: Stage) -> Any:
     shapes).
 
     Raises:
-        ValueError: a name that is not a scalar field of the params, a fraction for an
-            integer field, params the env rejects (``validate_params``), or params
-            that change the observation or action shapes.
+        ValueError: a ``-random`` env (it draws its configuration at every reset), a
+            name that is not a scalar field of the params, a fraction for an integer
+            field, params the env rejects (``validate_params``), or params that
+            change the observation or action shapes.
     """
+    if env.randomize:
+        raise ValueError(
+            f"curriculum stage {stage}: a -random id draws its configuration at every "
+            f"reset and ignores {env.name}'s params"
+        )
     params = env.default_params
     scalars = {
         field.name

@@ -55,6 +55,12 @@ def test_stage_params_that_do_not_fit_the_game_are_refused(tiny, params, message
         make_train(tiny(curriculum=(Stage(2, params),)))
 
 
+def test_a_random_id_refuses_stages(tiny):
+    """A -random id draws its configuration at every reset: a stage would do nothing."""
+    with pytest.raises(ValueError, match="-random id"):
+        make_train(tiny(env_id="game:GuessTheNumber-v0-random", curriculum=(LONG,)))
+
+
 def test_a_stage_plays_its_params_while_evaluation_plays_the_game(tiny):
     trainer = make_train(tiny(curriculum=(LONG,)))
     (stage_updates, stage), (game_updates, game) = trainer.stages()
