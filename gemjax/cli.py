@@ -310,7 +310,6 @@ def fit_default_transitions(config: TrainConfig) -> TrainConfig:
 
 MLP_FLAGS: tuple[str, ...] = ("hidden", "transitions", "minibatches", "mask_invalid")
 MLP_FLAGS += ("ent_coef", "grpo_score", "lr_schedule", "head", "mask_format_errors")
-MLP_FLAGS += ("curriculum",)
 TOKEN_FLAGS = (
     "tokenizer",
     "warmup",
@@ -382,6 +381,7 @@ def token_train_config(args: argparse.Namespace) -> Any:
             "eval_every": args.eval_every,
             "eval_episodes": args.eval_episodes,
             "replay_episodes": args.replay_episodes,
+            "curriculum": tuple(args.curriculum) if args.curriculum else None,
         }
         return dataclasses.replace(
             defaults,

@@ -55,6 +55,33 @@ class Stage:
         return ",".join(f"{name}={value}" for name, value in self.params) + f":{self.updates}"
 
 
+def check_curriculum(curriculum: tuple[Stage, ...], eval_every: int, num_updates: int) -> None:
+    """A run's curriculum: a tuple of :class:`Stage`, each of whole chunks of
+    ``eval_every`` updates, leaving the game itself at least one chunk of
+    ``num_updates``.
+
+    Raises:
+        TypeError: not a tuple of stages; ValueError: a stage of part of a chunk, or
+            stages taking every update.
+    """
+    if not isinstance(curriculum, tuple) or not all(
+        isinstance(stage, Stage) for stage in curriculum
+    ):
+        raise TypeError(f"curriculum must be a tuple of Stage, got {curriculum!r}")
+    for stage in curriculum:
+        if stage.updates % eval_every:
+            raise ValueError(
+                f"curriculum stage {stage} must last a multiple of eval_every "
+                f"({eval_every}) updates"
+            )
+    staged = sum(stage.updates for stage in curriculum)
+    if curriculum and staged >= num_updates:
+        raise ValueError(
+            f"the curriculum takes {staged} of the {num_updates} updates: the "
+            "game itself needs some (raise num_updates or shorten the stages)"
+        )
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything :func:`gemjax.train.make_train` needs (hashable, so jit-static).
@@ -197,26 +224,7 @@ class TrainConfig:
             raise ValueError("num_episodes must be a multiple of group_size for grpo")
         if self.algo == "ppo" and self.clip_eps is None:
             raise ValueError("ppo needs clip_eps")
-        self._check_curriculum()
-
-    def _check_curriculum(self) -> None:
-        """Stages of whole chunks, leaving the game at least one chunk."""
-        if not isinstance(self.curriculum, tuple) or not all(
-            isinstance(stage, Stage) for stage in self.curriculum
-        ):
-            raise TypeError(f"curriculum must be a tuple of Stage, got {self.curriculum!r}")
-        for stage in self.curriculum:
-            if stage.updates % self.eval_every:
-                raise ValueError(
-                    f"curriculum stage {stage} must last a multiple of eval_every "
-                    f"({self.eval_every}) updates"
-                )
-        staged = sum(stage.updates for stage in self.curriculum)
-        if self.curriculum and staged >= self.num_updates:
-            raise ValueError(
-                f"the curriculum takes {staged} of the {self.num_updates} updates: the "
-                "game itself needs some (raise num_updates or shorten the stages)"
-            )
+        check_curriculum(self.curriculum, self.eval_every, self.num_updates)
 
     def _check_reals(self) -> None:
         """The float fields: finite, and within their ranges."""

@@ -19,7 +19,7 @@ from jax.sharding import Mesh
 from tqdm import tqdm
 
 from gemjax.checks import integer
-from gemjax.train.config import TrainConfig
+from gemjax.train.config import Stage, TrainConfig
 from gemjax.train.lm import TinyLMConfig
 from gemjax.train.rollout import EpisodeMetrics
 from gemjax.train.token_rollout import TokenLoopConfig
@@ -333,11 +333,15 @@ def run(
     )
 
 
-def rl_phases(trainer: Trainer) -> list[Phase]:
-    """One phase per stretch of ``trainer``'s run (:meth:`Trainer.stages`): the
-    curriculum's stages, named ``stage 1`` ..., then ``rl``, the game itself."""
+def rl_phases(
+    trainer: Trainer | TokenTrainer,
+    record: Callable[[Any], dict[str, Any]] = chunk_record,
+) -> list[Phase]:
+    """One phase per stretch of ``trainer``'s RL (its ``stages()``): the
+    curriculum's stages, named ``stage 1`` ..., then ``rl``, the game itself; each
+    chunk's row gets ``record(metrics)``."""
     phases, before = [], 0
-    stages = trainer.stages()
+    stages: tuple[tuple[int, Trainer | TokenTrainer], ...] = trainer.stages()
     for index, (updates, stage) in enumerate(stages):
         last = index == len(stages) - 1
 
@@ -347,7 +351,7 @@ def rl_phases(trainer: Trainer) -> list[Phase]:
         name = "rl" if last else f"stage {index + 1}"
         steps = trainer.config.eval_every
         phases.append(
-            Phase(name, stage.chunk, steps, updates, done, chunk_record, stage.env_steps_per_update)
+            Phase(name, stage.chunk, steps, updates, done, record, stage.env_steps_per_update)
         )
         before += updates
     return phases
@@ -490,28 +494,20 @@ def run_token_phases(
     progress: bool,
     title: str,
 ) -> RunResult:
-    """:func:`run_phases` over a token trainer's warm-up chunks, then its RL chunks;
+    """:func:`run_phases` over a token trainer's warm-up chunks (played by its first
+    stretch of RL, :meth:`TokenTrainer.stages`), then its RL chunks (:func:`rl_phases`);
     ``config`` is the run's config (recorded, and checked on resume)."""
-    phases = [
-        Phase(
-            "warmup",
-            trainer.warmup_chunk,
-            config.eval_every,
-            config.warmup_updates,
-            lambda state: int(state.warmup),
-            token_record,
-            trainer.env_steps_per_update,
-        ),
-        Phase(
-            "rl",
-            trainer.chunk,
-            config.eval_every,
-            config.num_updates,
-            lambda state: int(state.update),
-            token_record,
-            trainer.env_steps_per_update,
-        ),
-    ]
+    first = trainer.stages()[0][1]
+    warmup = Phase(
+        "warmup",
+        first.warmup_chunk,
+        config.eval_every,
+        config.warmup_updates,
+        lambda state: int(state.warmup),
+        token_record,
+        first.env_steps_per_update,
+    )
+    phases = [warmup, *rl_phases(trainer, token_record)]
     return run_phases(
         config,
         out_dir,
@@ -559,6 +555,10 @@ def load_run(
     seed = settings.pop("seed")
     settings["model"] = TinyLMConfig(**settings["model"])
     settings["loop"] = TokenLoopConfig(**settings["loop"])
+    settings["curriculum"] = tuple(
+        Stage(stage["updates"], tuple((name, value) for name, value in stage["params"]))
+        for stage in settings.get("curriculum", ())
+    )
     trainer = make_trainer(config_class(**settings))
     checkpoints = (out_dir / CHECKPOINT_DIR).absolute()
     if not checkpoints.exists():

@@ -53,7 +53,7 @@ from gemjax.train.token_trainer import (
     TokenTrainer,
     TokenTrainState,
     make_optimizer,
-    warmup_table,
+    staged_trainer,
 )
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -553,13 +553,13 @@ def make_pretrained_train(
     config: TokenTrainConfig, policy: PretrainedLM, bridge: TokenBridge
 ) -> PretrainedTrainer:
     """The token trainer of ``config`` (its estimator, optimizer, loop sizes and
-    warm-up; its ``model`` and ``tokenizer`` fields are not used) with ``policy``
-    as the agent on ``bridge`` (built with the policy's tokenizer). A policy
-    with LoRA adapters (:func:`with_lora`) trains them only.
+    warm-up and curriculum; its ``model`` and ``tokenizer`` fields are not used) with
+    ``policy`` as the agent on ``bridge`` (built with the policy's tokenizer). A
+    policy with LoRA adapters (:func:`with_lora`) trains them only.
 
     Raises:
         ValueError: see :class:`~gemjax.train.token_rollout.TokenRollout` and
-            :func:`~gemjax.train.token_trainer.warmup_table`.
+            :func:`~gemjax.train.token_trainer.staged_trainer`.
     """
     rollout = TokenRollout(policy, bridge, config.loop, tokenizer=bridge.tokenizer)
     optimizer = make_optimizer(config)
@@ -568,12 +568,8 @@ def make_pretrained_train(
         optimizer = optax.multi_transform(
             {"lora": optimizer, "frozen": optax.set_to_zero()}, adapter_labels
         )
-    return PretrainedTrainer(
-        config,
-        rollout,
-        optimizer,
-        warmup_table(rollout),
-        initial=nnx.state(policy, nnx.Param),
+    return staged_trainer(
+        PretrainedTrainer, config, rollout, optimizer, initial=nnx.state(policy, nnx.Param)
     )
 
 

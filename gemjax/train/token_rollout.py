@@ -482,6 +482,15 @@ class TokenRollout:
         rollout._configure(config)
         return rollout
 
+    def with_params(self, env_params: Any) -> TokenRollout:
+        """The same model, bridge and sizes playing the game with ``env_params`` (a
+        curriculum stage's); the reset prompt is checked against the context again,
+        as it may be longer under other params."""
+        rollout = copy.copy(self)
+        rollout.env_params = env_params
+        rollout._configure(self.config)
+        return rollout
+
     def _configure(self, config: TokenLoopConfig) -> None:
         """Take ``config`` after checking it against the bridge: chat support, and
         room for the reset prompt and a response."""

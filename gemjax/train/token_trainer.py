@@ -28,7 +28,7 @@ import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +40,7 @@ from gemjax.registry import make
 from gemjax.rng import split
 from gemjax.tokenizer_bridge.bridge import TokenBridge
 from gemjax.tokenizer_bridge.tokenizers import load_tokenizer
-from gemjax.train.config import TOKENIZERS, Algo
+from gemjax.train.config import TOKENIZERS, Algo, Stage, check_curriculum
 from gemjax.train.estimators import (
     discounted_returns,
     grpo_advantages,
@@ -58,8 +58,9 @@ from gemjax.train.token_rollout import (
     stream_lengths,
     token_metrics,
 )
-from gemjax.train.trainer import masked_mean
+from gemjax.train.trainer import masked_mean, stage_params
 
+TrainerT = TypeVar("TrainerT", bound="TokenTrainer")
 TOKEN_ALGOS: tuple[Algo, ...] = ("rebn", "reinforce", "grpo")
 WARMUP_ACTIONS = 4096  # distinct well-formed actions the warm-up draws from, at most
 
@@ -99,6 +100,13 @@ class TokenTrainConfig:
             (:func:`~gemjax.train.token_rollout.replay_lengths`): episodes are
             replayed shortest first, each chunk at the shortest length holding its
             streams (the same gradients as one length, less padding computed).
+        curriculum: :class:`~gemjax.train.config.Stage` s of RL played, in order,
+            before the game's own params, as the MLP trainer's (their updates count
+            in ``num_updates``; the game keeps at least one chunk): each plays the
+            game with some of its params changed (GuessTheNumber over a smaller
+            range first, ``max_number=10``, as the issue's "smaller range first").
+            The format warm-up plays the first stage's params (its random
+            well-formed actions), and greedy evaluation always the game itself.
         eval_every: steps per host chunk (warm-up and RL alike), each followed by
             a greedy evaluation.
         eval_episodes: episodes per greedy evaluation (always the same ones).
@@ -121,6 +129,7 @@ class TokenTrainConfig:
     group_size: int = 8
     replay_episodes: int = 16
     replay_buckets: int = 3
+    curriculum: tuple[Stage, ...] = ()
     eval_every: int = 20
     eval_episodes: int = 256
 
@@ -163,6 +172,7 @@ class TokenTrainConfig:
             )
         if self.algo == "grpo" and self.num_episodes % self.group_size:
             raise ValueError("num_episodes must be a multiple of group_size for grpo")
+        check_curriculum(self.curriculum, self.eval_every, self.num_updates)
         if self.algo == "grpo" and self.loop.auto_reset:
             raise ValueError(
                 "grpo scores groups of episodes from one initial state: an auto-reset "
@@ -266,15 +276,39 @@ class TokenTrainer:
     """The pure functions of a token-agent run (see the module docstring).
 
     Attributes:
-        config: the run; rollout: the token rollout (model graph, bridge, sizes);
+        config: the run; rollout: the token rollout (model graph, bridge, sizes)
+            of the game;
         optimizer: AdamW behind global-norm clipping, warm-up rate first;
-        table: the warm-up's response table.
+        table: the warm-up's response table (of the params RL starts with: the
+            first curriculum stage's, else the game's);
+        stage_rollouts: one rollout per ``config.curriculum`` stage (its params),
+            played before ``rollout``;
+        eval_rollout: the greedy evaluation's rollout (None: ``rollout``; a stage's
+            trainer keeps evaluating the game itself).
     """
 
     config: TokenTrainConfig
     rollout: TokenRollout
     optimizer: optax.GradientTransformation
     table: WarmupTable
+    stage_rollouts: tuple[TokenRollout, ...] = ()
+    eval_rollout: TokenRollout | None = None
+
+    def stages(self) -> tuple[tuple[int, TokenTrainer], ...]:
+        """``(updates, trainer)`` for each stretch of RL: each curriculum stage's (a
+        trainer whose rollouts play the stage's params), then this one for the
+        updates left. The first stretch's trainer also runs the format warm-up."""
+        staged = tuple(
+            (
+                stage.updates,
+                dataclasses.replace(
+                    self, rollout=rollout, stage_rollouts=(), eval_rollout=self.rollout
+                ),
+            )
+            for stage, rollout in zip(self.config.curriculum, self.stage_rollouts, strict=True)
+        )
+        left = self.config.num_updates - sum(updates for updates, _ in staged)
+        return (*staged, (left, self))
 
     @property
     def env_steps_per_update(self) -> int:
@@ -453,7 +487,8 @@ class TokenTrainer:
         """Greedy play on ``eval_episodes`` fixed episodes."""
         reset_key, step_key = jax.random.split(state.eval_key)
         reset_keys = split(reset_key, self.config.eval_episodes)
-        return self.rollout.evaluate(state.params, reset_keys, step_key)
+        rollout = self.rollout if self.eval_rollout is None else self.eval_rollout
+        return rollout.evaluate(state.params, reset_keys, step_key)
 
     def _chunk(self, step, state: TokenTrainState) -> tuple[TokenTrainState, TokenChunkMetrics]:
         state, train = jax.lax.scan(
@@ -470,18 +505,24 @@ class TokenTrainer:
         return self._chunk(self.warmup_step, state)
 
     def train(self, key: jax.Array) -> tuple[TokenTrainState, TokenChunkMetrics, TokenChunkMetrics]:
-        """A whole run from a PRNG key: warm-up chunks, then RL chunks; returns the
-        final state and both phases' metrics (leading axis: chunks)."""
+        """A whole run from a PRNG key: warm-up chunks, then RL chunks (the
+        curriculum's stages, then the game, :meth:`stages`); returns the final state
+        and both phases' metrics (leading axis: chunks)."""
         config = self.config
+        stages = self.stages()
 
-        def chunks(step, state, count):
-            return jax.lax.scan(lambda s, _: self._chunk(step, s), state, None, length=count)
+        def chunks(trainer: TokenTrainer, step, state, count):
+            return jax.lax.scan(lambda s, _: trainer._chunk(step, s), state, None, length=count)
 
+        first = stages[0][1]
         state, warm = chunks(
-            self.warmup_step, self.init(key), config.warmup_updates // config.eval_every
+            first, first.warmup_step, self.init(key), config.warmup_updates // config.eval_every
         )
-        state, rl = chunks(self.update, state, config.num_updates // config.eval_every)
-        return state, warm, rl
+        pieces = []
+        for updates, trainer in stages:
+            state, rl = chunks(trainer, trainer.update, state, updates // config.eval_every)
+            pieces.append(rl)
+        return state, warm, jax.tree.map(lambda *parts: jnp.concatenate(parts), *pieces)
 
 
 def _value_and_grad_at(
@@ -521,4 +562,27 @@ def make_token_train(config: TokenTrainConfig, bridge: TokenBridge | None = None
         bridge = TokenBridge(env, tokenizer, prompt_capacity=config.loop.context)
     model = TinyLM(bridge.vocab, config.model, nnx.Rngs(0))
     rollout = TokenRollout(model, bridge, config.loop)
-    return TokenTrainer(config, rollout, make_optimizer(config), warmup_table(rollout))
+    return staged_trainer(TokenTrainer, config, rollout, make_optimizer(config))
+
+
+def staged_trainer(
+    trainer_class: type[TrainerT],
+    config: TokenTrainConfig,
+    rollout: TokenRollout,
+    optimizer: optax.GradientTransformation,
+    **fields: Any,
+) -> TrainerT:
+    """A ``trainer_class`` (:class:`TokenTrainer` or a subclass, with its extra
+    ``fields``) of ``config`` on the game's ``rollout``: one rollout per curriculum
+    stage, and the warm-up table of the params RL starts with.
+
+    Raises:
+        ValueError: a stage's params do not fit the game
+            (:func:`~gemjax.train.trainer.stage_params`), or its reset prompt does not
+            fit the context; see also :func:`warmup_table`.
+    """
+    stage_rollouts = tuple(
+        rollout.with_params(stage_params(rollout.env, stage)) for stage in config.curriculum
+    )
+    table = warmup_table((*stage_rollouts, rollout)[0])
+    return trainer_class(config, rollout, optimizer, table, stage_rollouts, **fields)

@@ -145,7 +145,7 @@ def test_cli_refuses_a_misspelt_stage(stage, message, tmp_path, capsys):
         (["--curriculum", "turns=50:750"], "no scalar field 'turns'"),
         (["--curriculum", "max_turns=50:1500"], "the game itself needs some"),
         (["--curriculum", "max_turns=50:75"], "--curriculum stage max_turns=50:75 must last"),
-        (["--policy", "token", "--curriculum", "max_turns=50:750"], "--curriculum does not"),
+        (["--policy", "token", "--curriculum", "max_turns=50:10"], "multiple of --eval-every (20)"),
     ],
 )
 def test_cli_curriculum_misuse_is_a_usage_error(argv, message, tmp_path, capsys):
