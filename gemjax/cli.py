@@ -410,7 +410,7 @@ def train_token_agent(
     """Train a token or pretrained agent (``run(config, out, ...)``, within
     ``guard()``, which turns bad input into usage errors), load its last checkpoint
     (``load(out)``), print a greedy episode played through :mod:`gemjax.gem` and the
-    final row's greedy success, mean turns and format errors."""
+    final row's greedy success, mean turns and format errors (greedy and sampled)."""
     with guard():
         result = run(
             config,
@@ -428,7 +428,8 @@ def train_token_agent(
     last = result.records[-1]
     print(
         f"step {last['update']}: greedy success {last['success']:.3f}, "
-        f"mean turns {last['mean_turns']:.2f}, format errors {last['format_error_rate']:.3f}; "
+        f"mean turns {last['mean_turns']:.2f}, format errors {last['format_error_rate']:.3f} "
+        f"(sampled {last['sampled_format_error_rate']:.3f}); "
         f"compile {result.compile_seconds:.1f} s; wall {last['wall_s']:.1f} s"
     )
     return 0

@@ -450,16 +450,21 @@ def run_phases(
 
 def token_record(metrics: TokenChunkMetrics) -> dict[str, Any]:
     """A token-agent row's metrics: :func:`chunk_record`'s episode fields, plus
-    ``format_error_rate`` (greedy) and ``train_format_error_rate``, the episodes
-    stopped by the context rule, the episodes the last step learned from, the
-    generated tokens per turn, the loss and the mean response log-probability of
-    the chunk's last step."""
+    ``format_error_rate`` (greedy) and ``train_format_error_rate``, the ``sampled_``
+    episode fields and format-error rate of the evaluation episodes played at the
+    sampling temperature (in a warm-up row, ``train_`` play is the forced random
+    actions', so the ``sampled_`` fields are the model's), the episodes stopped by
+    the context rule, the episodes the last step learned from, the generated tokens
+    per turn, the loss and the mean response log-probability of the chunk's last
+    step."""
     train = jax.tree.map(lambda x: x[-1], metrics.train)
     return {
         **episode_record("", metrics.eval.episodes),
         **episode_record("train_", train.rollout.episodes),
+        **episode_record("sampled_", metrics.sampled.episodes),
         "format_error_rate": _number(metrics.eval.format_error_rate),
         "train_format_error_rate": _number(train.rollout.format_error_rate),
+        "sampled_format_error_rate": _number(metrics.sampled.format_error_rate),
         "context_cut": _number(metrics.eval.context_cut),
         "train_episodes": _number(train.rollout.episode_count),
         "response_tokens": _number(train.rollout.response_tokens),

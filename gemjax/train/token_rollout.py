@@ -643,10 +643,12 @@ class TokenRollout:
         key: jax.Array,
         greedy: bool = False,
         forced: Generated | None = None,
+        single: bool = False,
     ) -> TokenTrajectory:
         """Play ``B = len(reset_keys)`` episodes for at most ``horizon`` turns, or,
-        for a sampled rollout with ``config.auto_reset``, ``B`` lanes for ``steps``
-        turns, each lane starting a new episode when its episode ends.
+        for a sampled rollout with ``config.auto_reset`` (unless ``single``), ``B``
+        lanes for ``steps`` turns, each lane starting a new episode when its episode
+        ends.
 
         Args:
             params: the model's parameters, ``nnx.state(model, nnx.Param)``.
@@ -659,12 +661,14 @@ class TokenRollout:
                 (ids int32[T, B, K] and length int32[T, B]; the model is not run;
                 log-probabilities are zero): the format warm-up's episodes (one
                 episode a lane).
+            single: one episode a lane even with ``config.auto_reset`` (a sampled
+                evaluation on fixed episodes).
 
         Returns:
             The :class:`TokenTrajectory` (``T`` = ``steps`` or ``horizon``).
         """
         config = self.config
-        auto_reset = config.auto_reset and not greedy and forced is None
+        auto_reset = config.auto_reset and not (greedy or single) and forced is None
         turns_played = config.lane_turns if auto_reset else config.horizon
         model = self.model(params)
         batch = reset_keys.shape[0]
@@ -794,9 +798,12 @@ class TokenRollout:
 
         return jax.tree.map(pick, fresh, state), jax.tree.map(pick, fresh_prompt, prompt)
 
-    def evaluate(self, params: Any, reset_keys: jax.Array, key: jax.Array) -> TokenMetrics:
-        """Greedy play of ``len(reset_keys)`` episodes: their :class:`TokenMetrics`."""
-        return token_metrics(self.collect(params, reset_keys, key, greedy=True))
+    def evaluate(
+        self, params: Any, reset_keys: jax.Array, key: jax.Array, greedy: bool = True
+    ) -> TokenMetrics:
+        """Greedy (or, with ``greedy=False``, sampled) play of ``len(reset_keys)``
+        episodes, one a lane: their :class:`TokenMetrics`."""
+        return token_metrics(self.collect(params, reset_keys, key, greedy=greedy, single=True))
 
     # --- the learner's forward pass -------------------------------------------------
 

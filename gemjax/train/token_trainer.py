@@ -18,7 +18,7 @@ a :class:`~gemjax.train.lm.TinyLM` over the bridge's vocabulary and the
   when ``clip_eps`` is set, each response's token sum divided by
   ``response_tokens`` as GEM's ``masked_sum / generate_max_length``).
 * :meth:`TokenTrainer.chunk` / :meth:`TokenTrainer.warmup_chunk`: ``eval_every``
-  steps in a ``lax.scan``, then a greedy evaluation on fixed episodes (the host
+  steps in a ``lax.scan``, then a greedy and a sampled evaluation on fixed episodes (the host
   loop's unit; :meth:`TokenTrainer.train` runs a whole run in one call).
 """
 
@@ -210,10 +210,14 @@ class TokenStepMetrics(struct.PyTreeNode):
 
 class TokenChunkMetrics(struct.PyTreeNode):
     """``train``: :class:`TokenStepMetrics` with a leading ``eval_every`` axis;
-    ``eval``: the greedy :class:`TokenMetrics` after the chunk."""
+    ``eval``: the greedy :class:`TokenMetrics` after the chunk; ``sampled``: the
+    :class:`TokenMetrics` of the same episodes played at the sampling temperature,
+    what RL's rollouts face (a warm-up chunk's ``train`` play is forced, so this is
+    where its model's sampled format errors show)."""
 
     train: TokenStepMetrics
     eval: TokenMetrics
+    sampled: TokenMetrics
 
 
 @dataclass(frozen=True)
@@ -483,18 +487,24 @@ class TokenTrainer:
         )
         return new_state, metrics
 
-    def evaluate(self, state: TokenTrainState) -> TokenMetrics:
-        """Greedy play on ``eval_episodes`` fixed episodes."""
+    def evaluate(self, state: TokenTrainState, greedy: bool = True) -> TokenMetrics:
+        """Greedy (or sampled) play on ``eval_episodes`` fixed episodes of the game;
+        sampled play draws its tokens from a fixed key too."""
         reset_key, step_key = jax.random.split(state.eval_key)
         reset_keys = split(reset_key, self.config.eval_episodes)
         rollout = self.rollout if self.eval_rollout is None else self.eval_rollout
-        return rollout.evaluate(state.params, reset_keys, step_key)
+        if not greedy:
+            step_key = jax.random.fold_in(step_key, 1)
+        return rollout.evaluate(state.params, reset_keys, step_key, greedy)
 
     def _chunk(self, step, state: TokenTrainState) -> tuple[TokenTrainState, TokenChunkMetrics]:
         state, train = jax.lax.scan(
             lambda s, _: step(s), state, None, length=self.config.eval_every
         )
-        return state, TokenChunkMetrics(train=train, eval=self.evaluate(state))
+        metrics = TokenChunkMetrics(
+            train=train, eval=self.evaluate(state), sampled=self.evaluate(state, greedy=False)
+        )
+        return state, metrics
 
     def chunk(self, state: TokenTrainState) -> tuple[TokenTrainState, TokenChunkMetrics]:
         """``eval_every`` RL updates, then a greedy evaluation."""

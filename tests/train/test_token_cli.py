@@ -10,23 +10,11 @@ import pytest
 
 from gemjax.cli import main
 from gemjax.train.host import RunMismatch, run_settings, run_token
-from gemjax.train.lm import TinyLMConfig
-from gemjax.train.token_trainer import TokenTrainConfig
 
 ENV_ID = "game:GuessTheNumber-v0-easy"
-# The run the CLI test asks for (its flags below), but for its length: the two tests
-# compile the same programs, and run in one worker (xdist_group) to share them
-# through its compilation cache.
-TINY = TokenTrainConfig(
-    env_id=ENV_ID,
-    model=TinyLMConfig(width=16, layers=1),
-    loop=dataclasses.replace(TokenTrainConfig().loop, horizon=2, context=320, response_tokens=6),
-    num_episodes=4,
-    num_updates=2,
-    warmup_updates=2,
-    eval_every=1,
-    eval_episodes=4,
-)
+# The CLI test's flags below ask for the run of ``tiny_token()`` but for its length:
+# the two tests compile the same programs, and run in one worker (xdist_group) to
+# share them through its compilation cache.
 CLI_FLAGS = ["--env", ENV_ID, "--updates", "1", "--warmup", "1", "--eval-every", "1"]
 CLI_FLAGS += ["--episodes", "4", "--eval-episodes", "4", "--width", "16", "--layers", "1"]
 CLI_FLAGS += ["--context", "320", "--response-tokens", "6", "--horizon", "2"]
@@ -41,25 +29,31 @@ def _rows(run_dir):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("token_cli")
-def test_a_resumed_token_run_equals_an_uninterrupted_one(tmp_path):
+def test_a_resumed_token_run_equals_an_uninterrupted_one(tiny_token, tmp_path):
+    config = tiny_token()
     whole, parts = tmp_path / "whole", tmp_path / "parts"
-    run_token(TINY, whole, checkpoint_every=1, progress=False)
-    run_token(dataclasses.replace(TINY, num_updates=1), parts, checkpoint_every=1, progress=False)
-    result = run_token(TINY, parts, checkpoint_every=1, progress=False)
+    run_token(config, whole, checkpoint_every=1, progress=False)
+    run_token(dataclasses.replace(config, num_updates=1), parts, checkpoint_every=1, progress=False)
+    result = run_token(config, parts, checkpoint_every=1, progress=False)
     assert _rows(parts) == _rows(whole)
     assert [r["phase"] for r in result.records] == ["warmup", "warmup", "rl", "rl"]
     assert all(r["format_error_rate"] is not None for r in result.records)
+    warmup = [r for r in result.records if r["phase"] == "warmup"]
+    # a warm-up step plays forced random well-formed actions; the sampled evaluation
+    # shows the barely trained model's own format errors
+    assert all(r["train_format_error_rate"] == 0.0 for r in warmup)
+    assert all(r["sampled_format_error_rate"] > 0.5 for r in warmup)
     with pytest.raises(RunMismatch, match="gamma"):
-        run_token(dataclasses.replace(TINY, gamma=0.5), parts, progress=False)
+        run_token(dataclasses.replace(config, gamma=0.5), parts, progress=False)
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("token_cli")
-def test_cli_trains_a_token_agent_and_play_watches_it(tmp_path, capsys, monkeypatch):
+def test_cli_trains_a_token_agent_and_play_watches_it(tiny_token, tmp_path, capsys, monkeypatch):
     out = tmp_path / "agent"
     assert main(["train", "--policy", "token", *CLI_FLAGS, "--out", str(out)]) == 0
     settings = json.loads((out / "config.json").read_text())
-    expected = run_settings(TINY, seed=0)
+    expected = run_settings(tiny_token(), seed=0)
     for name in LENGTHS:
         settings.pop(name), expected.pop(name)
     assert settings == expected

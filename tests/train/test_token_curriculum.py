@@ -13,38 +13,29 @@ import pytest
 from gemjax.cli import main
 from gemjax.train import Stage
 from gemjax.train.host import RunMismatch, load_token_run, run_token
-from gemjax.train.lm import TinyLMConfig
-from gemjax.train.token_trainer import TokenTrainConfig, make_token_train
+from gemjax.train.token_trainer import make_token_train
 
-ENV_ID = "game:GuessTheNumber-v0-easy"  # 1..10 in 4 turns
+ENV_ID = "game:GuessTheNumber-v0-easy"  # 1..10 in 4 turns (tiny_token's game)
 SMALL_RANGE = Stage(1, (("max_number", 3),))
 ONE_TURN = Stage(1, (("max_turns", 1),))
-TINY = TokenTrainConfig(
-    env_id=ENV_ID,
-    model=TinyLMConfig(width=16, layers=1),
-    loop=dataclasses.replace(TokenTrainConfig().loop, horizon=2, context=320, response_tokens=6),
-    num_episodes=4,
-    num_updates=2,
-    warmup_updates=1,
-    eval_every=1,
-    eval_episodes=4,
-)
 TIMING = ("wall_s", "steps_per_second")
 
 
-def test_config_checks_the_curriculum():
+def test_config_checks_the_curriculum(tiny_token):
+    base = tiny_token(warmup_updates=1)
     with pytest.raises(ValueError, match="multiple of eval_every"):
         dataclasses.replace(
-            TINY, eval_every=2, num_updates=4, warmup_updates=2, curriculum=(SMALL_RANGE,)
+            base, eval_every=2, num_updates=4, warmup_updates=2, curriculum=(SMALL_RANGE,)
         )
     with pytest.raises(ValueError, match="the game itself needs some"):
-        dataclasses.replace(TINY, curriculum=(SMALL_RANGE, ONE_TURN))
+        dataclasses.replace(base, curriculum=(SMALL_RANGE, ONE_TURN))
     with pytest.raises(TypeError, match="tuple of Stage"):
-        dataclasses.replace(TINY, curriculum=[SMALL_RANGE])
+        dataclasses.replace(base, curriculum=[SMALL_RANGE])
 
 
-def test_stages_play_their_params_and_evaluation_plays_the_game():
-    trainer = make_token_train(dataclasses.replace(TINY, curriculum=(SMALL_RANGE,)))
+def test_stages_play_their_params_and_evaluation_plays_the_game(tiny_token):
+    base = tiny_token(warmup_updates=1)
+    trainer = make_token_train(dataclasses.replace(base, curriculum=(SMALL_RANGE,)))
     (updates, stage), (left, game) = trainer.stages()
     assert (updates, left) == (1, 1) and game is trainer
     assert int(stage.rollout.env_params.max_number) == 3
@@ -57,7 +48,7 @@ def test_stages_play_their_params_and_evaluation_plays_the_game():
         tokenizer.decode(ids[:length]) for ids, length in zip(table.ids, table.length, strict=True)
     }
     assert guesses == {"\\boxed{1}", "\\boxed{2}", "\\boxed{3}"}
-    plain = make_token_train(TINY)
+    plain = make_token_train(base)
     assert len({tuple(ids) for ids in plain.table.ids}) == 10
     assert plain.stages() == ((2, plain),)
 
@@ -71,19 +62,21 @@ def test_stages_play_their_params_and_evaluation_plays_the_game():
         ((("max_number", 11),), "capacity"),
     ],
 )
-def test_stage_params_that_do_not_fit_the_game_are_refused(params, message):
+def test_stage_params_that_do_not_fit_the_game_are_refused(tiny_token, params, message):
+    base = tiny_token(warmup_updates=1)
     with pytest.raises(ValueError, match=message):
-        make_token_train(dataclasses.replace(TINY, curriculum=(Stage(1, params),)))
+        make_token_train(dataclasses.replace(base, curriculum=(Stage(1, params),)))
 
 
-def test_a_stage_whose_prompt_outgrows_the_context_is_refused():
+def test_a_stage_whose_prompt_outgrows_the_context_is_refused(tiny_token):
     """GuessTheNumber's instructions name the turn limit: a stage's reset prompt is
     checked against the context as the game's is (here one token longer than the
     game's, which fills the context)."""
-    longest = make_token_train(TINY).rollout.reset_prompt_length()
-    loop = dataclasses.replace(TINY.loop, context=longest + TINY.loop.response_tokens)
-    make_token_train(dataclasses.replace(TINY, loop=loop))  # the game fits
-    staged = dataclasses.replace(TINY, loop=loop, curriculum=(Stage(1, (("max_turns", 20),)),))
+    base = tiny_token(warmup_updates=1)
+    longest = make_token_train(base).rollout.reset_prompt_length()
+    loop = dataclasses.replace(base.loop, context=longest + base.loop.response_tokens)
+    make_token_train(dataclasses.replace(base, loop=loop))  # the game fits
+    staged = dataclasses.replace(base, loop=loop, curriculum=(Stage(1, (("max_turns", 20),)),))
     with pytest.raises(ValueError, match=f"the reset prompt takes {longest + 1} tokens"):
         make_token_train(staged)
 
@@ -95,11 +88,12 @@ def _rows(run_dir):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("token_curriculum")
-def test_a_run_across_a_stage_resumes_exactly_and_reads_back(tmp_path):
+def test_a_run_across_a_stage_resumes_exactly_and_reads_back(tiny_token, tmp_path):
     """A one-turn stage, then the game: the stage's sampled episodes last one turn,
     the game's greedy evaluation plays its own; a run stopped after the stage and
     resumed equals the straight run; the run directory reads back its curriculum."""
-    config = dataclasses.replace(TINY, num_updates=3, curriculum=(ONE_TURN,))
+    base = tiny_token(warmup_updates=1)
+    config = dataclasses.replace(base, num_updates=3, curriculum=(ONE_TURN,))
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     result = run_token(config, whole, checkpoint_every=1, progress=False)
     assert [r["phase"] for r in result.records] == ["warmup", "stage 1", "rl", "rl"]

@@ -407,6 +407,18 @@ def test_auto_reset_lanes_play_episode_after_episode(auto_played, trainer):
     assert np.all(traj.prompt_start[restarted] > 0)
 
 
+def test_sampled_evaluation_plays_one_episode_a_lane(auto_trainer, warmed):
+    """The chunks' sampled evaluation plays its fixed episodes once each, auto-reset
+    or not, and draws its tokens: it matches neither the greedy evaluation's turns
+    nor an auto-reset rollout's lane-turns."""
+    state = warmed[0]
+    sampled = jax.jit(lambda s: auto_trainer.evaluate(s, greedy=False))(state)
+    assert float(sampled.episode_count) == CONFIG.eval_episodes
+    assert float(sampled.turns_played) <= CONFIG.eval_episodes * AUTO_LOOP.horizon
+    again = jax.jit(lambda s: auto_trainer.evaluate(s, greedy=False))(state)
+    assert float(again.episodes.episode_return) == float(sampled.episodes.episode_return)
+
+
 def test_auto_reset_replay_equals_the_rollout(auto_trainer, warmed, auto_played):
     """The cache kept across a lane's episodes is what the learner's replay sees."""
     replay = jax.jit(auto_trainer.rollout.response_log_probs)
