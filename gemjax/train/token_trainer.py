@@ -18,8 +18,8 @@ a :class:`~gemjax.train.lm.TinyLM` over the bridge's vocabulary and the
   when ``clip_eps`` is set, each response's token sum divided by
   ``response_tokens`` as GEM's ``masked_sum / generate_max_length``).
 * :meth:`TokenTrainer.chunk` / :meth:`TokenTrainer.warmup_chunk`: ``eval_every``
-  steps in a ``lax.scan``, then a greedy and a sampled evaluation on fixed episodes (the host
-  loop's unit; :meth:`TokenTrainer.train` runs a whole run in one call).
+  steps in a ``lax.scan``, then a greedy and a sampled evaluation on fixed episodes
+  (the host loop's unit; :meth:`TokenTrainer.train` runs a whole run in one call).
 """
 
 from __future__ import annotations
@@ -103,13 +103,13 @@ class TokenTrainConfig:
         curriculum: :class:`~gemjax.train.config.Stage` s of RL played, in order,
             before the game's own params, as the MLP trainer's (their updates count
             in ``num_updates``; the game keeps at least one chunk): each plays the
-            game with some of its params changed (GuessTheNumber over a smaller
-            range first, ``max_number=10``, as the issue's "smaller range first").
-            The format warm-up plays the first stage's params (its random
-            well-formed actions), and greedy evaluation always the game itself.
+            game with some of its params changed (a smaller range first:
+            GuessTheNumber's ``max_number=10``). The format warm-up plays the
+            first stage's params (its random well-formed actions), and evaluation
+            always the game itself.
         eval_every: steps per host chunk (warm-up and RL alike), each followed by
-            a greedy evaluation.
-        eval_episodes: episodes per greedy evaluation (always the same ones).
+            a greedy and a sampled evaluation.
+        eval_episodes: episodes per evaluation (always the same ones).
     """
 
     env_id: str = "game:GuessTheNumber-v0-hard-no-max-turn"
@@ -507,11 +507,11 @@ class TokenTrainer:
         return state, metrics
 
     def chunk(self, state: TokenTrainState) -> tuple[TokenTrainState, TokenChunkMetrics]:
-        """``eval_every`` RL updates, then a greedy evaluation."""
+        """``eval_every`` RL updates, then a greedy and a sampled evaluation."""
         return self._chunk(self.update, state)
 
     def warmup_chunk(self, state: TokenTrainState) -> tuple[TokenTrainState, TokenChunkMetrics]:
-        """``eval_every`` warm-up steps, then a greedy evaluation."""
+        """``eval_every`` warm-up steps, then a greedy and a sampled evaluation."""
         return self._chunk(self.warmup_step, state)
 
     def train(self, key: jax.Array) -> tuple[TokenTrainState, TokenChunkMetrics, TokenChunkMetrics]:
