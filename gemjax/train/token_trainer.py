@@ -58,7 +58,7 @@ from gemjax.train.token_rollout import (
     stream_lengths,
     token_metrics,
 )
-from gemjax.train.trainer import masked_mean, stage_params
+from gemjax.train.trainer import masked_mean, stage_params, stretches
 
 TrainerT = TypeVar("TrainerT", bound="TokenTrainer")
 TOKEN_ALGOS: tuple[Algo, ...] = ("rebn", "reinforce", "grpo")
@@ -302,17 +302,7 @@ class TokenTrainer:
         """``(updates, trainer)`` for each stretch of RL: each curriculum stage's (a
         trainer whose rollouts play the stage's params), then this one for the
         updates left. The first stretch's trainer also runs the format warm-up."""
-        staged = tuple(
-            (
-                stage.updates,
-                dataclasses.replace(
-                    self, rollout=rollout, stage_rollouts=(), eval_rollout=self.rollout
-                ),
-            )
-            for stage, rollout in zip(self.config.curriculum, self.stage_rollouts, strict=True)
-        )
-        left = self.config.num_updates - sum(updates for updates, _ in staged)
-        return (*staged, (left, self))
+        return stretches(self)
 
     @property
     def env_steps_per_update(self) -> int:

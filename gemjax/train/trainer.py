@@ -4,8 +4,9 @@ of ``lax.scan``, PureJaxRL style, with metrics as scan outputs."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import jax
 import jax.numpy as jnp
@@ -230,6 +231,44 @@ def batch_constraint(mesh: Mesh | None) -> Constrain:
     return lambda tree: jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, sharding), tree)
 
 
+class Staged(Protocol):
+    """A trainer with a curriculum (:class:`Trainer`, the token trainers)."""
+
+    @property
+    def config(self) -> Any: ...
+    @property
+    def rollout(self) -> Any: ...
+    @property
+    def stage_rollouts(self) -> tuple[Any, ...]: ...
+
+
+StagedT = TypeVar("StagedT", bound=Staged)
+
+
+def stretches(
+    trainer: StagedT, changes: Callable[[Any], dict[str, Any]] = lambda rollout: {}
+) -> tuple[tuple[int, StagedT], ...]:
+    """``(updates, trainer)`` for each stretch of a run with a curriculum (a
+    :class:`Staged` frozen dataclass that also has ``eval_rollout``): each stage's
+    trainer plays its stage's rollout (and the fields ``changes(rollout)`` gives)
+    while evaluating the game's, then ``trainer`` itself for the updates left."""
+    staged = tuple(
+        (
+            stage.updates,
+            dataclasses.replace(
+                trainer,  # type: ignore[type-var]  # a frozen dataclass
+                rollout=rollout,
+                stage_rollouts=(),
+                eval_rollout=trainer.rollout,
+                **changes(rollout),
+            ),
+        )
+        for stage, rollout in zip(trainer.config.curriculum, trainer.stage_rollouts, strict=True)
+    )
+    left = trainer.config.num_updates - sum(updates for updates, _ in staged)
+    return (*staged, (left, trainer))
+
+
 @dataclass(frozen=True)
 class Trainer:
     """The pure functions of a training run; jit them (``train`` is jittable whole).
@@ -258,21 +297,7 @@ class Trainer:
         """``(updates, trainer)`` for each stretch of a run: each curriculum stage's
         (a trainer whose rollouts play the stage's params), then this one for the
         updates left."""
-        staged = tuple(
-            (
-                stage.updates,
-                dataclasses.replace(
-                    self,
-                    rollout=rollout,
-                    horizon=rollout.horizon,
-                    stage_rollouts=(),
-                    eval_rollout=self.rollout,
-                ),
-            )
-            for stage, rollout in zip(self.config.curriculum, self.stage_rollouts, strict=True)
-        )
-        left = self.config.num_updates - sum(updates for updates, _ in staged)
-        return (*staged, (left, self))
+        return stretches(self, lambda rollout: {"horizon": rollout.horizon})
 
     @property
     def env_steps_per_update(self) -> int:
