@@ -309,7 +309,7 @@ def fit_default_transitions(config: TrainConfig) -> TrainConfig:
 
 
 MLP_FLAGS: tuple[str, ...] = ("hidden", "transitions", "minibatches", "mask_invalid")
-MLP_FLAGS += ("ent_coef", "grpo_score", "lr_schedule", "head", "mask_format_errors")
+MLP_FLAGS += ("grpo_score", "lr_schedule", "head", "mask_format_errors")
 TOKEN_FLAGS = (
     "tokenizer",
     "warmup",
@@ -377,6 +377,7 @@ def token_train_config(args: argparse.Namespace) -> Any:
             "group_size": args.group_size,
             "learning_rate": args.lr,
             "clip_eps": args.clip_eps,
+            "ent_coef": args.ent_coef,
             "update_epochs": args.epochs,
             "eval_every": args.eval_every,
             "eval_episodes": args.eval_episodes,
@@ -646,7 +647,11 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--lr-schedule", choices=LR_SCHEDULES, help="constant (default) or linear decay to 0"
     )
-    train.add_argument("--ent-coef", type=float, help="entropy bonus")
+    train.add_argument(
+        "--ent-coef",
+        type=float,
+        help="entropy bonus (mlp: of each turn's action; token, llm: at each response token)",
+    )
     train.add_argument("--clip-eps", type=float, help="PPO-style ratio clipping")
     train.add_argument("--epochs", type=positive, help="passes over each rollout")
     train.add_argument("--minibatches", type=positive, help="minibatches per pass")

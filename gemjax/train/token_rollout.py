@@ -815,6 +815,15 @@ class TokenRollout:
         each episode's stream (:func:`replay_stream`) of ``length`` tokens (static;
         default ``replay_tokens``; every stream of ``traj`` must fit in it, see
         :func:`stream_lengths`)."""
+        return self.response_scores(params, traj, length)[0]
+
+    def response_scores(
+        self, params: Any, traj: TokenTrajectory, length: int | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        """float32[T, B, K] each: the :meth:`response_log_probs`, and the entropy
+        (nats) of the tempered next-token distribution each response token was drawn
+        from (zero past each response). Summed over a response's tokens, the
+        entropies estimate the whole response's entropy without bias."""
         model = self.model(params)
         length = self.config.stream_tokens if length is None else length
         tokens, positions, mask, targets = replay_stream(traj, length)
@@ -827,8 +836,15 @@ class TokenRollout:
         log_p = tempered_log_softmax(at_responses, self.config.temperature)
         rows = jnp.transpose(self.rows(traj.response_ids), (1, 0, 2)).reshape(batch, -1)
         picked = jnp.take_along_axis(log_p, rows[:, :, None], axis=2)[:, :, 0]
-        picked = jnp.transpose(picked.reshape(batch, turns, size), (1, 0, 2))
-        return jnp.where(traj.response_mask, picked, 0.0)
+        # A model may give a token no probability (a logit of -inf): it adds nothing.
+        finite = jnp.where(jnp.isfinite(log_p), log_p, 0.0)
+        entropy = -jnp.sum(jnp.exp(finite) * finite, axis=-1)
+
+        def per_turn(x: jax.Array) -> jax.Array:
+            x = jnp.transpose(x.reshape(batch, turns, size), (1, 0, 2))
+            return jnp.where(traj.response_mask, x, 0.0)
+
+        return per_turn(picked), per_turn(entropy)
 
 
 class Stream(NamedTuple):

@@ -91,6 +91,11 @@ class TokenTrainConfig:
         max_grad_norm: global-norm gradient clipping.
         clip_eps: ratio clipping of the per-token surrogate (``None``: plain
             ``-A log pi``).
+        ent_coef: weight of an entropy bonus added to the surrogate at every
+            response token: the entropy of the tempered next-token distribution the
+            token was drawn from, a turn's sum over ``response_tokens`` as the
+            surrogate's (0: none). It keeps sampled play from collapsing onto one
+            answer before the policy has learned what the prompt says.
         update_epochs: gradient steps per RL update (each over the whole batch).
         group_size: GRPO's episodes per initial state.
         replay_episodes: episodes the learner replays at once (gradients are summed
@@ -125,6 +130,7 @@ class TokenTrainConfig:
     warmup_learning_rate: float = 3e-3
     max_grad_norm: float = 1.0
     clip_eps: float | None = None
+    ent_coef: float = 0.0
     update_epochs: int = 1
     group_size: int = 8
     replay_episodes: int = 16
@@ -163,6 +169,8 @@ class TokenTrainConfig:
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if not (np.isfinite(self.ent_coef) and self.ent_coef >= 0):
+            raise ValueError(f"ent_coef must be a finite number >= 0, got {self.ent_coef!r}")
         if self.clip_eps is not None and not (0 < self.clip_eps < 1):
             raise ValueError(f"clip_eps must lie in (0, 1), got {self.clip_eps!r}")
         if self.num_episodes % min(self.replay_episodes, self.num_episodes):
@@ -350,12 +358,13 @@ class TokenTrainer:
         count: jax.Array,
         length: int | None = None,
     ) -> jax.Array:
-        """float32[]: GEM's per-token policy-gradient loss, each turn's token sum
-        over ``response_tokens``, summed over the turns the learner uses and divided
-        by ``count`` (those turns of the whole batch); ``length`` is the replay's
+        """float32[]: GEM's per-token policy-gradient loss (with the entropy bonus
+        of ``ent_coef`` at each token), each turn's token sum over
+        ``response_tokens``, summed over the turns the learner uses and divided by
+        ``count`` (those turns of the whole batch); ``length`` is the replay's
         (static) stream length."""
         config = self.config
-        log_p = self.rollout.response_log_probs(params, traj, length)
+        log_p, entropy = self.rollout.response_scores(params, traj, length)
         mask = traj.learn_mask
         if config.clip_eps is None:
             surrogate = adv[..., None] * log_p
@@ -363,6 +372,8 @@ class TokenTrainer:
             ratio = jnp.exp(log_p - traj.token_log_probs)
             clipped = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
             surrogate = jnp.minimum(ratio * adv[..., None], clipped * adv[..., None])
+        if config.ent_coef:
+            surrogate = surrogate + config.ent_coef * entropy
         per_turn = jnp.sum(jnp.where(mask, surrogate, 0.0), axis=-1) / config.loop.response_tokens
         return -jnp.sum(jnp.where(traj.learn, per_turn, 0.0)) / count
 

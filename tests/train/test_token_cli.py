@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from gemjax.cli import main
+from gemjax.cli import build_parser, main, token_train_config
 from gemjax.train.host import RunMismatch, run_settings, run_token
 
 ENV_ID = "game:GuessTheNumber-v0-easy"
@@ -78,6 +78,7 @@ def test_cli_trains_a_token_agent_and_play_watches_it(tiny_token, tmp_path, caps
         (["train", "--policy", "token", "--algo", "grpo", "--auto-reset", "8"], "grpo scores"),
         (["train", "--policy", "token", "--auto-reset", "0"], "--auto-reset"),
         (["train", "--policy", "token", "--head", "joint"], "--head does not apply"),
+        (["train", "--policy", "token", "--ent-coef", "-1"], "--ent-coef must be a finite"),
         (["train", "--mask-format-errors", "--policy", "token"], "--mask-format-errors does not"),
         (["train", "--head", "joint", "--env", "game:Wordle-v0-easy"], "use the factored head"),
     ],
@@ -86,6 +87,13 @@ def test_token_flag_misuse_is_a_usage_error(argv, message, tmp_path, capsys):
     assert main([*argv, "--out", str(tmp_path / "x")]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_token_flags_reach_the_config():
+    argv = ["train", "--policy", "token", "--ent-coef", "0.01", "--lr", "0.003", "--out", "x"]
+    config = token_train_config(build_parser().parse_args(argv))
+    assert (config.ent_coef, config.learning_rate) == (0.01, 0.003)
+    assert token_train_config(build_parser().parse_args(argv[:3] + argv[7:])).ent_coef == 0.0
 
 
 def test_play_agent_needs_a_token_run(tmp_path, capsys):

@@ -198,6 +198,45 @@ def test_replayed_log_probs_equal_the_rollout(trainer, state, sampled, warmed, p
         np.testing.assert_allclose(replay(params, traj), traj.token_log_probs, atol=1e-4)
 
 
+def test_entropy_bonus_is_the_replayed_next_token_entropy(trainer, warmed, played):
+    """``response_scores``' entropies equal those of a cache-free pass over each
+    turn's prompt and response, and ``ent_coef`` adds their turn sums over
+    ``response_tokens`` (a mean over the learned turns) to the surrogate."""
+    params = warmed[0].params
+    adv = advantages(CONFIG, played)
+    count = jnp.float32(np.sum(played.valid))
+    bonus = dataclasses.replace(trainer, config=dataclasses.replace(CONFIG, ent_coef=0.25))
+
+    @jax.jit
+    def scores_and_losses(params, traj):
+        scores = trainer.rollout.response_scores(params, traj)
+        return (
+            scores,
+            trainer.policy_loss(params, traj, adv, count),
+            bonus.policy_loss(params, traj, adv, count),
+        )
+
+    (log_p, entropy), plain, with_bonus = scores_and_losses(params, played)
+    np.testing.assert_allclose(log_p, played.token_log_probs, atol=1e-4)
+    model = trainer.rollout.model(params)
+    for t, b in list(zip(*np.nonzero(played.valid), strict=True))[:6]:
+        n = int(played.prompt_length[t, b])
+        k = int(played.response_length[t, b])
+        sequence = np.concatenate([played.prompt_ids[t, b, :n], played.response_ids[t, b, :k]])
+        positions = jnp.arange(sequence.size)[None]
+        logits, _ = model(
+            jnp.asarray(sequence)[None], positions, None, causal_mask(positions, sequence.size)
+        )
+        probs = jax.nn.softmax(logits[0, n - 1 : n + k - 1] / LOOP.temperature, axis=-1)
+        expected = -np.sum(np.asarray(probs) * np.log(np.asarray(probs)), axis=-1)
+        np.testing.assert_allclose(entropy[t, b, :k], expected, rtol=1e-4, atol=1e-5)
+        assert np.all(np.asarray(entropy[t, b, k:]) == 0.0)
+    learned = np.sum(np.where(played.learn[..., None], entropy, 0.0))
+    assert learned > 0
+    expected_gap = 0.25 * learned / LOOP.response_tokens / float(count)
+    np.testing.assert_allclose(plain - with_bonus, expected_gap, rtol=1e-4)
+
+
 def test_bucketed_replay_gives_the_one_length_gradient(trainer, warmed, played):
     """Episodes replayed shortest first, each chunk at the shortest stream length
     that holds it, give the loss and gradient of one pass at ``replay_tokens``."""
