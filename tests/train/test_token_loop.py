@@ -169,27 +169,34 @@ def played(collect, warmed):
     return jax.device_get(collect(warmed[0].params, jax.random.key(4)))
 
 
+def _full_pass_log_probs(model, traj, t, b) -> np.ndarray:
+    """float32[k, V]: the tempered next-token log-probabilities at each of turn
+    ``t``'s ``k`` response tokens in lane ``b``, from one cache-free pass over that
+    turn's prompt and response."""
+    n = int(traj.prompt_length[t, b])
+    k = int(traj.response_length[t, b])
+    sequence = np.concatenate([traj.prompt_ids[t, b, :n], traj.response_ids[t, b, :k]])
+    positions = jnp.arange(sequence.size)[None]
+    logits, _ = model(
+        jnp.asarray(sequence)[None], positions, None, causal_mask(positions, sequence.size)
+    )
+    return np.asarray(jax.nn.log_softmax(logits[0, n - 1 : n + k - 1] / LOOP.temperature, -1))
+
+
 def test_rollout_log_probs_equal_a_full_forward_pass_over_each_turn(trainer, warmed, played):
     """Every played turn's token log-probabilities, computed with the incremental
     cache across turns, equal a cache-free pass over prompt + response."""
-    sampled = played
     model = trainer.rollout.model(warmed[0].params)
     checked = 0
-    for t, b in zip(*np.nonzero(sampled.valid), strict=True):
-        n = int(sampled.prompt_length[t, b])
-        k = int(sampled.response_length[t, b])
-        sequence = np.concatenate([sampled.prompt_ids[t, b, :n], sampled.response_ids[t, b, :k]])
-        positions = jnp.arange(sequence.size)[None]
-        logits, _ = model(
-            jnp.asarray(sequence)[None], positions, None, causal_mask(positions, sequence.size)
-        )
-        log_p = jax.nn.log_softmax(logits[0, n - 1 : n + k - 1] / LOOP.temperature, axis=-1)
-        rows = np.asarray(trainer.rollout.rows(jnp.asarray(sequence[n:])))
-        expected = np.asarray(log_p)[np.arange(k), rows]
-        np.testing.assert_allclose(sampled.token_log_probs[t, b, :k], expected, atol=1e-4)
+    for t, b in zip(*np.nonzero(played.valid), strict=True):
+        log_p = _full_pass_log_probs(model, played, t, b)
+        k = log_p.shape[0]
+        rows = np.asarray(trainer.rollout.rows(jnp.asarray(played.response_ids[t, b, :k])))
+        expected = log_p[np.arange(k), rows]
+        np.testing.assert_allclose(played.token_log_probs[t, b, :k], expected, atol=1e-4)
         checked += 1
     assert checked >= 8
-    assert np.any(sampled.valid[1:]), "no episode reached a second turn"
+    assert np.any(played.valid[1:]), "no episode reached a second turn"
 
 
 def test_replayed_log_probs_equal_the_rollout(trainer, state, sampled, warmed, played):
@@ -220,15 +227,9 @@ def test_entropy_bonus_is_the_replayed_next_token_entropy(trainer, warmed, playe
     np.testing.assert_allclose(log_p, played.token_log_probs, atol=1e-4)
     model = trainer.rollout.model(params)
     for t, b in list(zip(*np.nonzero(played.valid), strict=True))[:6]:
-        n = int(played.prompt_length[t, b])
-        k = int(played.response_length[t, b])
-        sequence = np.concatenate([played.prompt_ids[t, b, :n], played.response_ids[t, b, :k]])
-        positions = jnp.arange(sequence.size)[None]
-        logits, _ = model(
-            jnp.asarray(sequence)[None], positions, None, causal_mask(positions, sequence.size)
-        )
-        probs = jax.nn.softmax(logits[0, n - 1 : n + k - 1] / LOOP.temperature, axis=-1)
-        expected = -np.sum(np.asarray(probs) * np.log(np.asarray(probs)), axis=-1)
+        log_p = _full_pass_log_probs(model, played, t, b)
+        k = log_p.shape[0]
+        expected = -np.sum(np.exp(log_p) * log_p, axis=-1)
         np.testing.assert_allclose(entropy[t, b, :k], expected, rtol=1e-4, atol=1e-5)
         assert np.all(np.asarray(entropy[t, b, k:]) == 0.0)
     learned = np.sum(np.where(played.learn[..., None], entropy, 0.0))
