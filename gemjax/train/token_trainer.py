@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -110,8 +110,10 @@ class TokenTrainConfig:
             in ``num_updates``; the game keeps at least one chunk): each plays the
             game with some of its params changed (a smaller range first:
             GuessTheNumber's ``max_number=10``). The format warm-up plays the
-            first stage's params (its random well-formed actions), and evaluation
-            always the game itself.
+            first stage's params and writes the random well-formed actions of
+            every stage and of the game (a warm-up on the first stage's alone
+            leaves a model that never writes the rest: GuessTheNumber's numbers
+            above the first range), and evaluation always plays the game itself.
         eval_every: steps per host chunk (warm-up and RL alike), each followed by
             a greedy and a sampled evaluation.
         eval_episodes: episodes per evaluation (always the same ones).
@@ -237,35 +239,45 @@ class WarmupTable:
     length: np.ndarray
 
 
-def warmup_table(rollout: TokenRollout, samples: int = 4 * WARMUP_ACTIONS) -> WarmupTable:
+def warmup_table(
+    rollouts: Sequence[TokenRollout], samples: int = 4 * WARMUP_ACTIONS
+) -> WarmupTable:
     """Up to :data:`WARMUP_ACTIONS` distinct actions drawn by ``env.random_action``
-    from ``samples`` random resets, rendered by the game's grammar and tokenized.
+    from ``samples`` random resets of each rollout's params (a run's curriculum
+    stages and the game: every action RL will have to write), rendered by the game's
+    grammar and tokenized.
 
     Raises:
         ValueError: a rendered action takes more than ``response_tokens`` tokens or
             does not end with a stop token.
     """
-    env, params, bridge = rollout.env, rollout.env_params, rollout.bridge
+    first = rollouts[0]
+    env, bridge = first.env, first.bridge
 
     @jax.jit
-    def sample(keys: jax.Array) -> jax.Array:
+    def sample(keys: jax.Array, params: Any) -> jax.Array:
         states, _ = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
-        return jax.vmap(env.random_action)(jax.vmap(jax.random.fold_in, (0, None))(keys, 1), states)
+        folded = jax.vmap(jax.random.fold_in, (0, None))(keys, 1)
+        return jax.vmap(env.random_action)(folded, states)
 
-    actions = np.asarray(sample(jax.random.split(jax.random.key(0), samples)))
-    texts = sorted({env.grammar.render(a) for a in actions})[:WARMUP_ACTIONS]
-    size = rollout.config.response_tokens
-    ids = np.zeros((len(texts), size), np.int32)
-    length = np.zeros((len(texts),), np.int32)
-    stop_rows = np.asarray(rollout.stop_rows)
-    for index, text in enumerate(texts):
+    keys = jax.random.split(jax.random.key(0), samples)
+    texts: set[str] = set()
+    for rollout in rollouts:
+        actions = np.asarray(sample(keys, rollout.env_params))
+        texts.update(env.grammar.render(a) for a in actions)
+    size = first.config.response_tokens
+    kept = sorted(texts)[:WARMUP_ACTIONS]
+    ids = np.zeros((len(kept), size), np.int32)
+    length = np.zeros((len(kept),), np.int32)
+    stop_rows = np.asarray(first.stop_rows)
+    for index, text in enumerate(kept):
         tokens = bridge.tokenizer.encode(text, add_special_tokens=False)
         if len(tokens) > size:
             raise ValueError(
                 f"the action {text!r} takes {len(tokens)} tokens: response_tokens must be "
                 f">= {len(tokens)}"
             )
-        if not stop_rows[np.searchsorted(rollout.token_ids, tokens[-1])]:
+        if not stop_rows[np.searchsorted(first.token_ids, tokens[-1])]:
             raise ValueError(f"the action {text!r} does not end with a stop token")
         ids[index, : len(tokens)] = tokens
         length[index] = len(tokens)
@@ -291,8 +303,8 @@ class TokenTrainer:
         config: the run; rollout: the token rollout (model graph, bridge, sizes)
             of the game;
         optimizer: AdamW behind global-norm clipping, warm-up rate first;
-        table: the warm-up's response table (of the params RL starts with: the
-            first curriculum stage's, else the game's);
+        table: the warm-up's response table (the well-formed actions of every
+            curriculum stage and of the game);
         stage_rollouts: one rollout per ``config.curriculum`` stage (its params),
             played before ``rollout``;
         eval_rollout: the greedy evaluation's rollout (None: ``rollout``; a stage's
@@ -585,7 +597,7 @@ def staged_trainer(
 ) -> TrainerT:
     """A ``trainer_class`` (:class:`TokenTrainer` or a subclass, with its extra
     ``fields``) of ``config`` on the game's ``rollout``: one rollout per curriculum
-    stage, and the warm-up table of the params RL starts with.
+    stage, and the warm-up table of every stage's and the game's well-formed actions.
 
     Raises:
         ValueError: a stage's params do not fit the game
@@ -595,5 +607,5 @@ def staged_trainer(
     stage_rollouts = tuple(
         rollout.with_params(stage_params(rollout.env, stage)) for stage in config.curriculum
     )
-    table = warmup_table((*stage_rollouts, rollout)[0])
+    table = warmup_table((*stage_rollouts, rollout))
     return trainer_class(config, rollout, optimizer, table, stage_rollouts, **fields)

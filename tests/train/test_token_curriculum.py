@@ -13,7 +13,7 @@ import pytest
 from gemjax.cli import main
 from gemjax.train import Stage
 from gemjax.train.host import RunMismatch, load_token_run, run_token
-from gemjax.train.token_trainer import make_token_train
+from gemjax.train.token_trainer import make_token_train, warmup_table
 
 ENV_ID = "game:GuessTheNumber-v0-easy"  # 1..10 in 4 turns (tiny_token's game)
 SMALL_RANGE = Stage(1, (("max_number", 3),))
@@ -41,15 +41,19 @@ def test_stages_play_their_params_and_evaluation_plays_the_game(tiny_token):
     assert int(stage.rollout.env_params.max_number) == 3
     assert int(game.rollout.env_params.max_number) == 10
     assert stage.eval_rollout is trainer.rollout and game.eval_rollout is None
-    # the warm-up writes the random well-formed actions of the params RL starts with
+    # the warm-up (on the 1..3 stage) writes the random well-formed actions of the
+    # stage and of the game: a table of the stage's alone never writes 4..10
     tokenizer = trainer.rollout.bridge.tokenizer
     table = trainer.table
     guesses = {
         tokenizer.decode(ids[:length]) for ids, length in zip(table.ids, table.length, strict=True)
     }
-    assert guesses == {"\\boxed{1}", "\\boxed{2}", "\\boxed{3}"}
+    assert guesses == {f"\\boxed{{{n}}}" for n in range(1, 11)}
+    assert stage.table is table
+    stage_alone = warmup_table([stage.rollout])
+    assert len(stage_alone.ids) == 3
     plain = make_token_train(base)
-    assert len({tuple(ids) for ids in plain.table.ids}) == 10
+    np.testing.assert_array_equal(plain.table.ids, table.ids)
     assert plain.stages() == ((2, plain),)
 
 
