@@ -94,8 +94,8 @@ class TokenTrainConfig:
         ent_coef: weight of an entropy bonus added to the surrogate at every
             response token: the entropy of the tempered next-token distribution the
             token was drawn from, a turn's sum over ``response_tokens`` as the
-            surrogate's (0: none). It keeps sampled play from collapsing onto one
-            answer before the policy has learned what the prompt says.
+            surrogate's (0: none). It rewards sampled play for staying spread over
+            its answers.
         update_epochs: gradient steps per RL update (each over the whole batch).
         group_size: GRPO's episodes per initial state.
         replay_episodes: episodes the learner replays at once (gradients are summed
