@@ -565,11 +565,20 @@ def load_run(
         for stage in settings.get("curriculum", ())
     )
     trainer = make_trainer(config_class(**settings))
+    return trainer, restore_latest(out_dir, jax.jit(trainer.init)(jax.random.key(seed)))
+
+
+def restore_latest(out_dir: Path, like: Any) -> Any:
+    """The latest checkpoint of the run in ``out_dir``, as a train state of
+    ``like``'s structure (a fresh state of the run's trainer).
+
+    Raises:
+        RunMismatch: ``out_dir`` has no checkpoint yet, or one that does not fit.
+    """
     checkpoints = (out_dir / CHECKPOINT_DIR).absolute()
     if not checkpoints.exists():
         raise RunMismatch(f"{out_dir} has no checkpoint yet")
     with ocp.CheckpointManager(checkpoints) as manager:
         if manager.latest_step() is None:
             raise RunMismatch(f"{out_dir} has no checkpoint yet")
-        state = _restore(manager, jax.jit(trainer.init)(jax.random.key(seed)), out_dir)
-    return trainer, state
+        return _restore(manager, like, out_dir)

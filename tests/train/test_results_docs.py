@@ -5,6 +5,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import jax
 import pytest
 
 from gemjax.benchmark import read_section
@@ -48,3 +49,15 @@ def test_a_suite_section_is_rendered_from_its_json(suite):
     results = json.loads((bench.RESULTS / bench.SUITES[suite].result).read_text())
     section = read_section(bench.DOCS, bench.SUITES[suite].owner(suite))
     assert section.strip() == bench.render_docs(results).strip()
+
+
+def test_the_default_run_is_also_scored_on_every_target_once():
+    bench = load("benchmarks/default_run.py")
+    trainer = bench.make_train(bench.TrainConfig())
+    keys = bench.target_keys(trainer)
+    states, _ = jax.vmap(trainer.rollout.env.reset, in_axes=(0, None))(
+        keys, trainer.rollout.env_params
+    )
+    assert states.target.tolist() == list(range(1, 51))
+    with pytest.raises(ValueError, match="not drawn"):
+        bench.target_keys(trainer, draws=8)
