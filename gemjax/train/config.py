@@ -115,7 +115,7 @@ class TrainConfig:
         lr_schedule: ``constant``, or ``linear``: from ``learning_rate`` down to 0 over
             the run's optimiser steps (``num_updates * update_epochs *
             num_minibatches``).
-        ent_coef: entropy bonus weight. The default 0.003 keeps GuessTheNumber's policy
+        ent_coef: entropy bonus weight. The default 0.005 keeps GuessTheNumber's policy
             exploring a little longer before it settles on a search tree (without it,
             seed 1 of the default run never finds 2% of the targets; docs/results.md).
         clip_eps: PPO-style ratio clipping; ``None`` gives the plain policy gradient
@@ -155,7 +155,7 @@ class TrainConfig:
     env_id: str = "game:GuessTheNumber-v0-hard-no-max-turn"
     algo: Algo = "rebn"
     gamma: float = 0.9
-    num_updates: int = 1500
+    num_updates: int = 2000
     num_episodes: int = 256
     horizon: int | None = None
     group_size: int = 8
@@ -166,7 +166,7 @@ class TrainConfig:
     lr_schedule: LrSchedule = "constant"
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
-    ent_coef: float = 0.003
+    ent_coef: float = 0.005
     clip_eps: float | None = None
     num_transitions: int | None = 2048
     update_epochs: int = 1
