@@ -315,11 +315,14 @@ class GemMirror(abc.ABC, Generic[TState]):
 
 @runtime_checkable
 class ActionMasking(Protocol[TState_contra]):
-    """Optional capability: the kernel actions that are legal in a state, laid out as
-    a flat policy's logits (``gemjax.train``'s ``mask_invalid``)."""
+    """Optional capability: the kernel actions that are legal in a state
+    (``gemjax.train``'s ``mask_invalid``)."""
 
     def valid_action_mask(self, state: TState_contra) -> jax.Array:
-        """bool[L]: action ``i`` is neither a format error nor illegal in ``state``."""
+        """Which actions are neither a format error nor illegal in ``state``: bool[n]
+        for a ``Discrete(n)`` space; for a ``MultiDiscrete(nvec)`` one, bool[*nvec]
+        (each combination) or bool[sum(nvec)] (each component's values, when
+        legality does not tie components together)."""
         ...
 
 

@@ -48,6 +48,8 @@ Observation (what the player sees), a dict of:
     ``board``: int8[S, S] the digits shown, 0 for an empty cell (and outside the
         active board of ``-random``);
     ``active``: bool[S, S] the cells of this episode's board;
+    ``rejected``: bool[S, S, S] digit ``d + 1`` was placed in the cell and judged to
+        violate the rules (GEM's history shows those messages);
     ``turn``, ``scale``, ``max_turns``: int32[].
 """
 
@@ -481,6 +483,8 @@ class SudokuState(struct.PyTreeNode):
         turn: turns taken (GEM's ``turn_count``; it keeps counting after the end).
         board: int8[S, S] the digits shown, 0 empty (and outside the active board).
         solution: int8[S, S] the unique solution (0 outside the active board).
+        rejected: bool[S, S, S] digit ``d + 1`` was placed in the cell and judged
+            wrong ("violates Sudoku rules").
     """
 
     scale: jax.Array
@@ -489,6 +493,7 @@ class SudokuState(struct.PyTreeNode):
     turn: jax.Array
     board: jax.Array
     solution: jax.Array
+    rejected: jax.Array
 
 
 class Sudoku(Environment[SudokuState, SudokuParams], GemMirror[SudokuState]):
@@ -584,6 +589,7 @@ class Sudoku(Environment[SudokuState, SudokuParams], GemMirror[SudokuState]):
             turn=jnp.int32(0),
             board=jnp.where(empty, 0, solution).astype(jnp.int8),
             solution=solution.astype(jnp.int8),
+            rejected=jnp.zeros((side, side, side), jnp.bool_),
         )
         ts = TimeStep.first(self._observation(state), self.instructions_event(state))
         return state, ts
@@ -613,6 +619,9 @@ class Sudoku(Environment[SudokuState, SudokuParams], GemMirror[SudokuState]):
         filled = legal & jnp.any(cell & (state.board != 0))
         correct = legal & ~filled & jnp.any(cell & (state.solution == num))
         board = jnp.where(cell & correct, num, state.board).astype(jnp.int8)
+        wrong = legal & ~filled & ~correct
+        digit = jnp.arange(1, self.side + 1, dtype=jnp.int32) == num
+        rejected = state.rejected | (wrong & cell[..., None] & digit)
         success = correct & jnp.all(board == state.solution)
         out_of_turns = turn >= state.max_turns
 
@@ -633,7 +642,7 @@ class Sudoku(Environment[SudokuState, SudokuParams], GemMirror[SudokuState]):
             format_error, success, out_of_turns, turn, state.max_turns
         )
 
-        new_state = state.replace(turn=turn, board=board)
+        new_state = state.replace(turn=turn, board=board, rejected=rejected)
         ts = TimeStep(
             observation=self._observation(new_state),
             reward=reward,
@@ -651,6 +660,33 @@ class Sudoku(Environment[SudokuState, SudokuParams], GemMirror[SudokuState]):
         move = 1 + below(bits(key, 3), state.scale.astype(jnp.uint32))
         return jnp.concatenate([jnp.ones((1,), jnp.int32), move.astype(jnp.int32)])
 
+    def valid_action_mask(self, state: SudokuState) -> jax.Array:
+        """bool[2, S + 2, S + 2, S + 2] (the action space's combinations; ``S`` the
+        largest scale): the well-formed, in-bounds moves that fill an empty cell with a
+        digit no cell of its row, column or box holds and that was not placed there
+        and rejected before. A correct move is always one; where a cell has several
+        candidates, the wrong ones are too until tried (an optional env method, used
+        by ``gemjax.train``'s masking ablation)."""
+        side = self.side
+        board = state.board.astype(jnp.int32)
+        digits = jnp.arange(1, side + 1, dtype=jnp.int32)
+        holds = board[..., None] == digits  # [S, S, D]: cell (i, j) holds digit d
+        # Boxes are sqrt(scale) wide: 2 on a 4x4 board, 3 on a 9x9 one.
+        box = jnp.where(state.scale == 4, 2, 3)
+        r = jnp.arange(side, dtype=jnp.int32)
+        same_band = ((r[:, None] // box) == (r[None, :] // box)).astype(jnp.int32)  # [S, S]
+        in_box = jnp.einsum("ik,jl,kld->ijd", same_band, same_band, holds.astype(jnp.int32)) > 0
+        candidates = (
+            ((board == 0) & self._active(state.scale))[..., None]
+            & ~jnp.any(holds, axis=1)[:, None, :]  # the row holds it
+            & ~jnp.any(holds, axis=0)[None, :, :]  # the column holds it
+            & ~in_box
+            & (digits <= state.scale)
+            & ~state.rejected
+        )
+        mask = jnp.zeros((2, side + 2, side + 2, side + 2), jnp.bool_)
+        return mask.at[1, 1 : side + 1, 1 : side + 1, 1 : side + 1].set(candidates)
+
     def instructions_event(self, state: SudokuState) -> Event:
         return MESSAGES.event("instructions", scale=state.scale, version=state.scale == 4)
 
@@ -661,6 +697,7 @@ class Sudoku(Environment[SudokuState, SudokuParams], GemMirror[SudokuState]):
         return {
             "board": state.board,
             "active": self._active(state.scale),
+            "rejected": state.rejected,
             "turn": state.turn,
             "scale": state.scale,
             "max_turns": state.max_turns,
@@ -674,7 +711,9 @@ class Sudoku(Environment[SudokuState, SudokuParams], GemMirror[SudokuState]):
         return cls.gem_kwargs(gem_env, ("clues", "max_turns", "scale"))
 
     def state_from_gem(self, gem_env: Any) -> SudokuState:
-        """The kernel state equal to a live GEM env's (its board, solution and turn)."""
+        """The kernel state equal to a live GEM env's (its board, solution and turn;
+        GEM's env keeps no record of the digits it judged wrong, so none is
+        rejected: exact at a reset, which is where the parity tests mirror)."""
         scale = gem_env.scale
         board = np.zeros((self.side, self.side), np.int8)
         solution = np.zeros((self.side, self.side), np.int8)
@@ -687,4 +726,5 @@ class Sudoku(Environment[SudokuState, SudokuParams], GemMirror[SudokuState]):
             turn=jnp.int32(gem_env.turn_count),
             board=jnp.asarray(board),
             solution=jnp.asarray(solution),
+            rejected=jnp.zeros((self.side,) * 3, jnp.bool_),
         )

@@ -133,8 +133,11 @@ class TrainConfig:
             :data:`~gemjax.train.policy.MAX_JOINT`), which can express moves whose
             components depend on each other (a cell's row and column).
         mask_invalid: ablation switch: mask the logits with the env's
-            ``valid_action_mask(state)``, bool[L] laid out like the logits (the env
-            must define it; only GuessTheNumber does).
+            ``valid_action_mask(state)`` (:class:`~gemjax.core.ActionMasking`; the env
+            must define it: GuessTheNumber, Sudoku, FifteenPuzzle, Game2048, Sokoban).
+            Sudoku's mask allows the digits no peer holds, in empty cells, as
+            combinations: the joint head keeps them exactly, the factored head each
+            component's values.
         mask_format_errors: design switch: mask the action value every kernel reads as
             a format error (value 0 of the first component), so the policy only plays
             parseable answers (a text policy's grammar-constrained decoding; GEM's -0.1

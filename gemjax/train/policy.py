@@ -206,10 +206,17 @@ class FactoredCategorical:
         log_p = self.log_softmax(logits)
         return -jnp.sum(jnp.exp(log_p) * log_p, axis=(-2, -1))
 
-    def layout_mask(self, component_mask: jax.Array) -> jax.Array:
-        """bool[..., L] allowed logits from bool[..., sum(nvec)] allowed values per
-        component (the same layout here)."""
-        return component_mask
+    def layout_mask(self, mask: jax.Array) -> jax.Array:
+        """bool[..., L] allowed logits from an env's mask: bool[..., sum(nvec)] allowed
+        values per component (the same layout here), or bool[..., *nvec] allowed
+        combinations, of which a factored head keeps each component's values that
+        some allowed combination uses (it may then draw a combination outside)."""
+        if not is_joint_mask(mask, self.nvec):
+            return mask
+        axes = range(mask.ndim - len(self.nvec), mask.ndim)
+        return jnp.concatenate(
+            [jnp.any(mask, axis=tuple(a for a in axes if a != axis)) for axis in axes], axis=-1
+        )
 
 
 @dataclass(frozen=True)
@@ -280,16 +287,26 @@ class JointCategorical:
         log_p = jax.nn.log_softmax(logits, axis=-1)
         return -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
 
-    def layout_mask(self, component_mask: jax.Array) -> jax.Array:
-        """bool[..., L]: a combination is allowed when each of its components' values
-        is, from bool[..., sum(nvec)] allowed values per component (the factored
-        layout, which ``valid_action_mask`` uses)."""
+    def layout_mask(self, mask: jax.Array) -> jax.Array:
+        """bool[..., L] allowed combinations from an env's mask: bool[..., *nvec]
+        (the combinations themselves), or bool[..., sum(nvec)] allowed values per
+        component (the factored layout: a combination is allowed when each of its
+        components' values is)."""
+        if is_joint_mask(mask, self.nvec):
+            return mask.reshape(*mask.shape[: mask.ndim - len(self.nvec)], self.num_logits)
         indices = np.indices(self.nvec).reshape(len(self.nvec), -1).T  # [L, K]
         offsets = np.cumsum((0, *self.nvec[:-1]))
-        return jnp.all(component_mask[..., indices + offsets], axis=-1)
+        return jnp.all(mask[..., indices + offsets], axis=-1)
 
 
 ActionHead = FactoredCategorical | JointCategorical
+
+
+def is_joint_mask(mask: jax.Array, nvec: tuple[int, ...]) -> bool:
+    """Whether an env's action mask gives combinations, bool[..., *nvec], rather than
+    each component's values, bool[..., sum(nvec)]: the two never share their last
+    axes when there are several components (``sum(nvec) > nvec[-1]``)."""
+    return len(nvec) > 1 and tuple(mask.shape[mask.ndim - len(nvec) :]) == tuple(nvec)
 
 
 def action_head(space: Space, kind: HeadKind) -> ActionHead:

@@ -41,7 +41,7 @@ EASY, HARD, RANDOM = (f"game:Sudoku-v0-{v}" for v in ("easy", "hard", "random"))
 IDS = (EASY, HARD, RANDOM)
 BATCH = 8
 SAMPLES = 4096  # resets per id for the distribution and uniqueness tests
-OBS_KEYS = {"board", "active", "turn", "scale", "max_turns"}
+OBS_KEYS = {"board", "active", "rejected", "turn", "scale", "max_turns"}
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_sudoku_bank.py"
 
 
@@ -321,6 +321,9 @@ def test_observation_layout(kit):
     side = (env.side, env.side)
     assert ts.observation["board"].shape == side and ts.observation["board"].dtype == jnp.int8
     assert ts.observation["active"].shape == side and ts.observation["active"].dtype == jnp.bool_
+    rejected = ts.observation["rejected"]
+    assert rejected.shape == (*side, env.side) and rejected.dtype == jnp.bool_
+    assert not rejected.any()
     assert "solution" not in ts.observation
 
 
@@ -621,3 +624,61 @@ def test_board_properties(kits, seed, actions, oracle):
         assert bool(ts.info["success"]) == (gained == 1 and complete)
         np.testing.assert_array_equal(np.asarray(ts.observation["board"]), board)
         assert int(after.turn) == int(before.turn) + 1
+
+
+# --- the action mask (gemjax.train's mask_invalid) ------------------------------------
+
+
+@pytest.mark.parametrize("env_id", [EASY, RANDOM])
+def test_action_mask_allows_exactly_the_digits_no_peer_holds(kits, samples, env_id):
+    """Against a brute force on sampled puzzles, on boards half solved, and with
+    digits rejected: in every empty active cell, the digits its row, column and box
+    lack and that were not rejected there (the solution's among them); nothing in a
+    filled cell, outside the board, or out of bounds."""
+    kit = kits(env_id)
+    states, _ = samples(env_id)
+    states = jax.tree.map(lambda x: x[:24], states)
+    side = kit.env.side
+    half = np.where(np.arange(81).reshape(9, 9)[:side, :side] % 2 == 0, 1, 0)
+    halfway = states.replace(board=np.where(half, states.solution, states.board).astype(np.int8))
+    wrong = (np.arange(1, side + 1) != states.solution[..., None]) & (states.board == 0)[..., None]
+    tried = states.replace(rejected=wrong & (np.arange(side) % 2 == 0))
+    for batch in (states, halfway, tried):
+        masks = np.asarray(jax.jit(jax.vmap(kit.env.valid_action_mask))(batch))
+        assert masks.shape == (24, 2, side + 2, side + 2, side + 2)
+        for k in range(24):
+            scale, board = int(batch.scale[k]), batch.board[k]
+            box = math.isqrt(scale)
+            expected = np.zeros_like(masks[k])
+            for i, j in np.ndindex(scale, scale):
+                if board[i, j]:
+                    continue
+                band_i, band_j = box * (i // box), box * (j // box)
+                peers = {*board[i, :scale], *board[:scale, j]}
+                peers |= {*board[band_i : band_i + box, band_j : band_j + box].ravel()}
+                assert batch.solution[k][i, j] not in peers
+                for digit in set(range(1, scale + 1)) - peers:
+                    expected[1, i + 1, j + 1, digit] = not batch.rejected[k][i, j, digit - 1]
+            np.testing.assert_array_equal(masks[k], expected)
+
+
+def test_a_wrong_digit_is_rejected_in_the_observation_and_the_mask(kits, samples):
+    """A digit placed in an empty cell and judged wrong is recorded there (and
+    leaves the mask); a correct one, a filled cell or an out-of-bounds move records
+    nothing."""
+    kit = kits(EASY)
+    states, _ = samples(EASY)
+    state = jax.tree.map(lambda x: x[0], states)
+    i, j = map(int, np.argwhere(state.board == 0)[0])
+    right = int(state.solution[i, j])
+    wrong = next(d for d in range(1, 5) if d != right)
+    step = jax.jit(kit.env.step)
+    moved, ts = step(jax.random.key(0), state, jnp.array([1, i + 1, j + 1, wrong]), kit.params)
+    expected = np.zeros((4, 4, 4), bool)
+    expected[i, j, wrong - 1] = True
+    np.testing.assert_array_equal(ts.observation["rejected"], expected)
+    assert not kit.env.valid_action_mask(moved)[1, i + 1, j + 1, wrong]
+    filled = tuple(map(int, np.argwhere(state.board != 0)[0]))
+    for action in ([1, i + 1, j + 1, right], [1, filled[0] + 1, filled[1] + 1, 1], [1, 5, 1, 1]):
+        _, ts = step(jax.random.key(0), moved, jnp.array(action), kit.params)
+        np.testing.assert_array_equal(ts.observation["rejected"], expected)

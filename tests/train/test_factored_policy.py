@@ -126,6 +126,15 @@ def test_joint_mask_from_the_factored_layout():
     assert batched.shape == (2, 6) and bool(jnp.all(batched[1]))
 
 
+def test_a_mask_of_combinations_is_kept_by_the_joint_head_and_marginalised_by_the_factored():
+    combos = jnp.array([[False, True, False], [False, False, True]])  # (0, 2) and (1, 3)
+    np.testing.assert_array_equal(JOINT.layout_mask(combos), [0, 1, 0, 0, 0, 1])
+    np.testing.assert_array_equal(HEAD.layout_mask(combos), [1, 1, 0, 1, 1])
+    batched = jnp.stack([combos, jnp.ones((2, 3), bool)])
+    assert JOINT.layout_mask(batched).shape == (2, 6)
+    np.testing.assert_array_equal(HEAD.layout_mask(batched)[1], np.ones(5, bool))
+
+
 def test_a_joint_head_too_wide_is_refused():
     with pytest.raises(ValueError, match="use the factored head"):
         JointCategorical.of(MultiDiscrete((2, MAX_JOINT)))
