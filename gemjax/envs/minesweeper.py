@@ -538,6 +538,17 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams], GemMirror[Mi
         active = self._active(state.rows, state.cols)
         return {"cleared": state.placed & jnp.all(~active | state.mines | state.revealed)}
 
+    def valid_action_mask(self, state: MinesweeperState) -> jax.Array:
+        """bool[4, R + 1, C + 1] (the action space's combinations): ``reveal`` on a
+        hidden cell without a flag, ``flag`` (which toggles) on a hidden cell, both
+        on the episode's board (an optional env method, used by ``gemjax.train``'s
+        masking ablation)."""
+        hidden = self._active(state.rows, state.cols) & ~state.revealed
+        rows, cols = self.shape
+        mask = jnp.zeros((UNKNOWN + 1, rows + 1, cols + 1), jnp.bool_)
+        mask = mask.at[REVEAL, :rows, :cols].set(hidden & ~state.flags)
+        return mask.at[FLAG, :rows, :cols].set(hidden)
+
     def random_action(self, key: jax.Array, state: MinesweeperState) -> jax.Array:
         """GEM's sampler: ``reveal`` 9 times in 10, else ``flag``, at a uniform cell."""
         words = random_words(key, 3)

@@ -134,10 +134,10 @@ class TrainConfig:
             components depend on each other (a cell's row and column).
         mask_invalid: ablation switch: mask the logits with the env's
             ``valid_action_mask(state)`` (:class:`~gemjax.core.ActionMasking`; the env
-            must define it: GuessTheNumber, Sudoku, FifteenPuzzle, Game2048, Sokoban).
-            Sudoku's mask allows the digits no peer holds, in empty cells, as
-            combinations: the joint head keeps them exactly, the factored head each
-            component's values.
+            must define it: GuessTheNumber, Sudoku, Minesweeper, FifteenPuzzle,
+            Game2048, Sokoban). Sudoku's and Minesweeper's masks are of combinations
+            (a digit no peer holds in an empty cell; a hidden cell): the joint head
+            keeps them exactly, the factored head each component's values.
         mask_format_errors: design switch: mask the action value every kernel reads as
             a format error (value 0 of the first component), so the policy only plays
             parseable answers (a text policy's grammar-constrained decoding; GEM's -0.1

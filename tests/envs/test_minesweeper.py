@@ -408,6 +408,30 @@ def test_cleared_is_every_safe_cell_revealed_without_the_flags(kits):
     assert not bool(ts.info["success"]) and not bool(ts.done)
 
 
+def test_action_mask_allows_reveals_of_unflagged_and_flags_of_hidden_cells(kit):
+    """After random moves, on boards of each configuration: ``reveal`` exactly on the
+    hidden cells without a flag, ``flag`` on the hidden cells, both on the episode's
+    board; nothing else (format errors, unknown words, out of bounds)."""
+    env, params = kit.env, kit.params
+    rng = np.random.default_rng(0)
+    keys = jax.random.split(jax.random.key(5), BATCH)
+    state, _ = kit.vreset(keys, params)
+    mask_of = jax.jit(jax.vmap(env.valid_action_mask))
+    for _ in range(6):
+        masks = np.asarray(mask_of(state))
+        rows, cols = env.shape
+        assert masks.shape == (BATCH, UNKNOWN + 1, rows + 1, cols + 1)
+        for k in range(BATCH):
+            active = np.zeros((rows, cols), bool)
+            active[: int(state.rows[k]), : int(state.cols[k])] = True
+            hidden = active & ~np.asarray(state.revealed[k])
+            expected = np.zeros_like(masks[k])
+            expected[REVEAL, :rows, :cols] = hidden & ~np.asarray(state.flags[k])
+            expected[FLAG, :rows, :cols] = hidden
+            np.testing.assert_array_equal(masks[k], expected)
+        state, _ = kit.vstep(keys, state, random_actions(rng, env, BATCH), params)
+
+
 # --- flood fill against GEM's BFS ---------------------------------------------------------
 
 
