@@ -7,6 +7,8 @@
   without flags (a return-maximiser: flags earn nothing) and with flags (GEM's
   success needs every mine flagged).
 * Sudoku-easy: a player that knows the solution needs one turn per empty cell.
+* Sudoku-easy and Minesweeper-easy: uniform random play over the game's action mask,
+  where a policy trained with ``--mask-invalid`` starts from.
 
 Writes ``benchmarks/results/optima.json`` and, at the default output, the table of
 ``docs/results.md``'s reference-optima section.
@@ -33,6 +35,7 @@ from gemjax.benchmark import write_section
 from gemjax.reference import (
     Estimate,
     guess_the_number_optimum,
+    masked_random_play,
     mastermind_optimum,
     play_minesweeper,
     sudoku_empty_cells,
@@ -91,6 +94,12 @@ def reference_rows(boards: int, puzzles: int, seed: int) -> list[dict]:
         )
     sudoku = "game:Sudoku-v0-easy"
     rows.append(timed_row(sudoku, "knows the solution", sudoku_empty_cells, sudoku, puzzles, seed))
+    for env_id, episodes in ((sudoku, puzzles), (minesweeper, boards)):
+        row = timed_row(
+            env_id, "uniform over the action mask", masked_random_play, env_id, episodes, seed
+        )
+        outcomes = row.pop("outcomes")
+        rows.append({**row, **outcomes})
     return rows
 
 

@@ -13,6 +13,9 @@ computed from the game's own rules and params.
 * Sudoku: a player that knows the unique solution fills one empty cell a turn, so
   its turns are the puzzle's empty cells (:func:`sudoku_empty_cells`, from the
   kernel's reset distribution).
+* Any game with an action mask: uniform random play over the moves the mask allows
+  (:func:`masked_random_play`), the floor a policy trained with ``mask_invalid``
+  starts from.
 
 Intervals are 95% intervals: Wilson's for rates, the normal approximation for means.
 """
@@ -27,11 +30,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from gemjax.core import ActionMasking, EpisodeOutcomes
 from gemjax.envs.minesweeper import FLAG, FLAGGED, HIDDEN, REVEAL, Minesweeper
 from gemjax.envs.sudoku import Sudoku
 from gemjax.registry import make
+from gemjax.spaces import Discrete
 
 Z_95 = 1.959963984540054  # the standard normal's 97.5% quantile
 MAX_SEARCH_CODES = 64  # Mastermind's exact search keeps code sets as bit masks
@@ -534,16 +540,116 @@ def sudoku_empty_cells(
     )
 
 
+# --- Random play over an action mask --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MaskedRandomPlay:
+    """Uniform random play over a game's action mask, on episodes drawn by the
+    kernel's reset.
+
+    Attributes:
+        episodes: episodes played.
+        success: rate of GEM successes.
+        mean_turns: mean turns per episode (until it ends or the turn limit).
+        mean_return: mean episode return under GEM's rewards.
+        outcomes: the rate of each of the game's :class:`~gemjax.core.EpisodeOutcomes`
+            (Minesweeper's ``cleared``; empty for other games).
+    """
+
+    episodes: int
+    success: Estimate
+    mean_turns: Estimate
+    mean_return: Estimate
+    outcomes: dict[str, Estimate]
+
+
+def masked_random_play(env_id: str, num_episodes: int = 10_000, seed: int = 0) -> MaskedRandomPlay:
+    """Play ``num_episodes`` episodes of ``env_id`` (a fixed-size game with
+    ``valid_action_mask``) for its ``max_turns``, each turn drawing uniformly among
+    the moves the mask allows (batched, one jitted scan). Resets from
+    ``jax.random.split`` of ``jax.random.key(seed)``'s first half; the moves from its
+    second.
+
+    Raises:
+        ValueError: the game has no mask, its mask gives a ``MultiDiscrete`` space's
+            components rather than their combinations, it draws its configuration
+            per reset (``-random``), or ``num_episodes < 2``.
+    """
+    env = make(env_id)
+    if not isinstance(env, ActionMasking):
+        raise ValueError(f"{env_id!r} has no valid_action_mask")
+    if getattr(env, "randomize", False):
+        raise ValueError(f"{env_id!r} draws its configuration per reset: name a fixed id")
+    if num_episodes < 2:
+        raise ValueError(f"need at least 2 episodes, got {num_episodes}")
+    params = env.default_params
+    space = env.action_space(params)
+    if isinstance(space, Discrete):
+        shape, start = (space.n,), np.asarray(space.start)
+    else:
+        shape, start = tuple(space.nvec), np.asarray(space.start)
+    reset_key, move_key = jax.random.split(jax.random.key(seed))
+    state, _ = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
+        jax.random.split(reset_key, num_episodes), params
+    )
+    mask_shape = jax.eval_shape(env.valid_action_mask, jax.tree.map(lambda x: x[0], state)).shape
+    if mask_shape != shape:
+        raise ValueError(
+            f"{env_id!r}'s mask is bool{list(mask_shape)}, not the combinations of its "
+            f"action space, bool{list(shape)}"
+        )
+    outcomes = jax.vmap(env.outcomes) if isinstance(env, EpisodeOutcomes) else lambda s: {}
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def turn(carry: tuple[Any, ...], key: jax.Array) -> tuple[tuple[Any, ...], None]:
+        state, running, won, turns, returns, achieved = carry
+        allowed = jax.vmap(env.valid_action_mask)(state).reshape(num_episodes, -1)
+        flat = jax.random.categorical(key, jnp.where(allowed, 0.0, -jnp.inf))
+        actions = jnp.stack(jnp.unravel_index(flat, shape), axis=-1) + start
+        actions = actions[:, 0] if isinstance(space, Discrete) else actions
+        keys = jax.random.split(jax.random.fold_in(key, 1), num_episodes)
+        state, ts = step(keys, state, actions.astype(jnp.int32), params)
+        # A lane with no move left is over (nothing is legal to play).
+        running = running & jnp.any(allowed, axis=-1)
+        won = won | (running & ts.info["success"])
+        turns = turns + running
+        returns = returns + jnp.where(running, ts.reward, 0.0)
+        achieved = {name: achieved[name] | (running & now) for name, now in outcomes(state).items()}
+        running = running & ~(ts.terminated | ts.truncated)
+        return (state, running, won, turns, returns, achieved), None
+
+    @jax.jit
+    def play(state: Any) -> tuple[Any, ...]:
+        lanes = jnp.ones((num_episodes,), jnp.bool_)
+        start_outcomes = {name: ~lanes for name in outcomes(state)}
+        zeros = jnp.zeros((num_episodes,), jnp.float32)
+        carry = (state, lanes, ~lanes, zeros.astype(jnp.int32), zeros, start_outcomes)
+        keys = jax.random.split(move_key, int(params.max_turns))
+        return jax.lax.scan(turn, carry, keys)[0]
+
+    _, _, won, turns, returns, achieved = jax.device_get(play(state))
+    return MaskedRandomPlay(
+        episodes=num_episodes,
+        success=rate_estimate(int(won.sum()), num_episodes),
+        mean_turns=mean_estimate(turns.astype(np.float64)),
+        mean_return=mean_estimate(returns.astype(np.float64)),
+        outcomes={name: rate_estimate(int(v.sum()), num_episodes) for name, v in achieved.items()},
+    )
+
+
 __all__ = [
     "MAX_CONFIGURATIONS",
     "MAX_SEARCH_CODES",
     "Estimate",
     "GuessTheNumberOptimum",
+    "MaskedRandomPlay",
     "MastermindOptimum",
     "MinesweeperPlay",
     "SudokuOptimum",
     "choose_move",
     "guess_the_number_optimum",
+    "masked_random_play",
     "mastermind_optimum",
     "mastermind_spaces",
     "mean_estimate",

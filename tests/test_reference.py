@@ -15,6 +15,7 @@ from gemjax.envs.minesweeper import FLAG, HIDDEN, REVEAL
 from gemjax.reference import (
     choose_move,
     guess_the_number_optimum,
+    masked_random_play,
     mastermind_optimum,
     mastermind_spaces,
     mean_estimate,
@@ -196,6 +197,27 @@ def test_sudoku_empty_cells() -> None:
     assert optimum.success == 1.0
     assert 1 <= optimum.mean_turns.low <= optimum.mean_turns.value <= optimum.mean_turns.high
     assert optimum.max_empty <= 10  # at most `clues` removals
+
+
+def test_masked_random_play() -> None:
+    """Random play over Sudoku's mask fills the grid: each turn fills a cell or rules
+    out one of its candidates, and 15 turns are nearly always enough; over
+    GuessTheNumber-hard's (no repeated guess) it wins some games within 7 turns.
+    A game without a mask, a ``-random`` id or fewer than 2 episodes is refused."""
+    sudoku = masked_random_play("game:Sudoku-v0-easy", num_episodes=256, seed=0)
+    assert sudoku.success.value > 0.9 and 8 <= sudoku.mean_turns.value <= 15
+    assert sudoku.mean_return.value > 0.9 and sudoku.outcomes == {}
+    guess = masked_random_play("game:GuessTheNumber-v0-hard", num_episodes=256, seed=0)
+    assert 0.0 < guess.success.value < 0.5 and guess.mean_turns.value <= 7
+    mines = masked_random_play("game:Minesweeper-v0-easy", num_episodes=64, seed=0)
+    assert set(mines.outcomes) == {"cleared"} and mines.success.value == 0.0
+    for env_id, episodes, match in (
+        ("game:Mastermind-v0-easy", 8, "no valid_action_mask"),
+        ("game:Sudoku-v0-random", 8, "per reset"),
+        ("game:Sudoku-v0-easy", 1, "at least 2"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            masked_random_play(env_id, num_episodes=episodes)
 
 
 def test_intervals() -> None:
