@@ -37,7 +37,7 @@ from gemjax.core import ActionMasking, EpisodeOutcomes
 from gemjax.envs.minesweeper import FLAG, FLAGGED, HIDDEN, REVEAL, Minesweeper
 from gemjax.envs.sudoku import Sudoku
 from gemjax.registry import make
-from gemjax.spaces import Discrete
+from gemjax.spaces import Discrete, MultiDiscrete
 
 Z_95 = 1.959963984540054  # the standard normal's 97.5% quantile
 MAX_SEARCH_CODES = 64  # Mastermind's exact search keeps code sets as bit masks
@@ -585,10 +585,13 @@ def masked_random_play(env_id: str, num_episodes: int = 10_000, seed: int = 0) -
         raise ValueError(f"need at least 2 episodes, got {num_episodes}")
     params = env.default_params
     space = env.action_space(params)
+    shape: tuple[int, ...]
     if isinstance(space, Discrete):
         shape, start = (space.n,), np.asarray(space.start)
-    else:
+    elif isinstance(space, MultiDiscrete):
         shape, start = tuple(space.nvec), np.asarray(space.start)
+    else:
+        raise ValueError(f"{env_id!r} has no discrete action space: {space!r}")
     reset_key, move_key = jax.random.split(jax.random.key(seed))
     state, _ = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
         jax.random.split(reset_key, num_episodes), params
