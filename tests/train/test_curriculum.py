@@ -143,7 +143,7 @@ def test_cli_refuses_a_misspelt_stage(stage, message, tmp_path, capsys):
     "argv, message",
     [
         (["--curriculum", "turns=50:750"], "no scalar field 'turns'"),
-        (["--curriculum", "max_turns=50:1500"], "the game itself needs some"),
+        (["--updates", "1500", "--curriculum", "max_turns=50:1500"], "the game itself needs some"),
         (["--curriculum", "max_turns=50:75"], "--curriculum stage max_turns=50:75 must last"),
         (["--policy", "token", "--curriculum", "max_turns=50:10"], "multiple of --eval-every (20)"),
     ],
