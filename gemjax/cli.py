@@ -28,6 +28,7 @@ from gemjax.train.config import (
     HEAD_KINDS,
     LR_SCHEDULES,
     TOKENIZERS,
+    TORSOS,
     TrainConfig,
 )
 
@@ -270,6 +271,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         "horizon": args.horizon,
         "group_size": args.group_size,
         "grpo_score": args.grpo_score,
+        "torso": args.torso,
         "hidden": tuple(args.hidden) if args.hidden else None,
         "learning_rate": args.lr,
         "lr_schedule": args.lr_schedule,
@@ -309,7 +311,7 @@ def fit_default_transitions(config: TrainConfig) -> TrainConfig:
 
 
 MLP_FLAGS: tuple[str, ...] = ("hidden", "transitions", "minibatches", "mask_invalid")
-MLP_FLAGS += ("grpo_score", "lr_schedule", "head", "mask_format_errors")
+MLP_FLAGS += ("grpo_score", "lr_schedule", "head", "mask_format_errors", "torso")
 TOKEN_FLAGS = (
     "tokenizer",
     "warmup",
@@ -642,7 +644,15 @@ def add_train_parser(commands: argparse._SubParsersAction) -> None:
         choices=GRPO_SCORES,
         help="GRPO's episode score: discounted return (default) or gem (undiscounted, then ReBN)",
     )
-    train.add_argument("--hidden", type=positive, nargs="+", help="MLP hidden widths")
+    train.add_argument(
+        "--torso",
+        choices=TORSOS,
+        help="policy body: mlp (default) or conv (board games whose moves name a cell; "
+        "needs --head joint)",
+    )
+    train.add_argument(
+        "--hidden", type=positive, nargs="+", help="MLP hidden widths (conv: channels per layer)"
+    )
     train.add_argument("--lr", type=float, help="AdamW learning rate")
     train.add_argument(
         "--lr-schedule", choices=LR_SCHEDULES, help="constant (default) or linear decay to 0"

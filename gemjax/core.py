@@ -326,6 +326,33 @@ class ActionMasking(Protocol[TState_contra]):
         ...
 
 
+@dataclass(frozen=True)
+class ActionCells:
+    """Where a ``MultiDiscrete`` action names a cell of the game's board, for
+    policies that score every cell alike (``gemjax.train``'s ``--torso conv``).
+
+    Attributes:
+        grid: ``(R, C)``, the board's shape; the observation leaves whose shapes
+            start with it are the board's per-cell features.
+        axes: the action components giving the cell's row and column.
+        first: the values of those components that name row 0 and column 0 (values
+            from ``first`` to ``first + R - 1`` are on the board, others off it).
+    """
+
+    grid: tuple[int, int]
+    axes: tuple[int, int]
+    first: tuple[int, int]
+
+
+@runtime_checkable
+class CellActions(Protocol):
+    """Optional capability: which action components name a cell of the board."""
+
+    def action_cells(self) -> ActionCells:
+        """The board's shape and the action components that index it."""
+        ...
+
+
 @runtime_checkable
 class EpisodeOutcomes(Protocol[TState_contra]):
     """Optional capability: outcomes of a game a trainer reports beside GEM's

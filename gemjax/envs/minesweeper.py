@@ -60,6 +60,7 @@ import numpy as np
 from flax import struct
 
 from gemjax.core import (
+    ActionCells,
     Environment,
     Event,
     GemMirror,
@@ -537,6 +538,12 @@ class Minesweeper(Environment[MinesweeperState, MinesweeperParams], GemMirror[Mi
         goal; GEM's success also needs every mine flagged, and flags earn nothing)."""
         active = self._active(state.rows, state.cols)
         return {"cleared": state.placed & jnp.all(~active | state.mines | state.revealed)}
+
+    def action_cells(self) -> ActionCells:
+        """``[command, row, col]``: rows and columns from 0 (the board's arrays are
+        ``R x C``; ``-random``'s smaller boards sit in their top-left corner)."""
+        rows, cols = self.shape
+        return ActionCells(grid=(rows, cols), axes=(1, 2), first=(0, 0))
 
     def valid_action_mask(self, state: MinesweeperState) -> jax.Array:
         """bool[4, R + 1, C + 1] (the action space's combinations): ``reveal`` on a

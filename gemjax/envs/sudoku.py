@@ -69,6 +69,7 @@ import numpy as np
 from flax import struct
 
 from gemjax.core import (
+    ActionCells,
     Environment,
     Event,
     GemMirror,
@@ -659,6 +660,11 @@ class Sudoku(Environment[SudokuState, SudokuParams], GemMirror[SudokuState]):
         no ``sample_random_action``; this one never writes a format error)."""
         move = 1 + below(bits(key, 3), state.scale.astype(jnp.uint32))
         return jnp.concatenate([jnp.ones((1,), jnp.int32), move.astype(jnp.int32)])
+
+    def action_cells(self) -> ActionCells:
+        """``[ok, row, col, num]``: rows and columns from 1, as GEM numbers them (the
+        board's arrays are ``S x S``; smaller ``-random`` grids sit top-left)."""
+        return ActionCells(grid=(self.side, self.side), axes=(1, 2), first=(1, 1))
 
     def valid_action_mask(self, state: SudokuState) -> jax.Array:
         """bool[2, S + 2, S + 2, S + 2] (the action space's combinations; ``S`` the

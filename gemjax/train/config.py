@@ -16,6 +16,8 @@ GrpoScore = Literal["discounted", "gem"]
 GRPO_SCORES: tuple[GrpoScore, ...] = ("discounted", "gem")
 HeadKind = Literal["factored", "joint"]
 HEAD_KINDS: tuple[HeadKind, ...] = ("factored", "joint")
+Torso = Literal["mlp", "conv"]
+TORSOS: tuple[Torso, ...] = ("mlp", "conv")
 TOKENIZERS = ("qwen3", "bytes")  # the built-in tokenizers a token agent can use
 ParamValue = int | float
 
@@ -108,7 +110,13 @@ class TrainConfig:
             episode's discounted return from its first turn (carries a speed signal);
             ``gem``, GEM's GRPO: the undiscounted episode return, with ReBN applied
             over the batch afterwards (:func:`gemjax.train.estimators.gem_grpo_advantages`).
-        hidden: widths of the MLP's hidden layers.
+        torso: the policy's body: ``mlp`` over every observation feature, or
+            ``conv``, 3x3 convolutions over the board of a game whose actions name a
+            cell (:class:`~gemjax.core.CellActions`: Minesweeper, Sudoku), scoring
+            every cell alike (:mod:`gemjax.train.grid_policy`); ``conv`` needs the
+            joint head.
+        hidden: widths of the MLP's hidden layers, or the channels of each 3x3
+            convolution of the ``conv`` torso.
         code_bits: low bits of 8-bit integer observation leaves (categorical codes)
             added as 0/1 features (:func:`gemjax.train.policy.flatten_observation`).
         learning_rate, weight_decay, max_grad_norm: AdamW with global-norm clipping.
@@ -163,6 +171,7 @@ class TrainConfig:
     horizon: int | None = None
     group_size: int = 8
     grpo_score: GrpoScore = "discounted"
+    torso: Torso = "mlp"
     hidden: tuple[int, ...] = (128, 128)
     code_bits: int = 2
     learning_rate: float = 2e-3
@@ -216,6 +225,10 @@ class TrainConfig:
             raise ValueError(f"code_bits must be >= 0, got {self.code_bits}")
         if self.head not in HEAD_KINDS:
             raise ValueError(f"head must be one of {HEAD_KINDS}, got {self.head!r}")
+        if self.torso not in TORSOS:
+            raise ValueError(f"torso must be one of {TORSOS}, got {self.torso!r}")
+        if self.torso == "conv" and self.head != "joint":
+            raise ValueError("the conv torso scores joint actions: it needs head 'joint'")
         boolean("mask_invalid", self.mask_invalid)
         boolean("mask_format_errors", self.mask_format_errors)
         self._check_reals()

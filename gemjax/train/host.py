@@ -187,6 +187,19 @@ def run_settings(config: Any, seed: int) -> dict[str, Any]:
     return json.loads(json.dumps(settings))
 
 
+def default_settings(config: Any) -> dict[str, Any]:
+    """Each field of a config dataclass with a default, as :func:`run_settings` writes
+    it: what a run written before that setting existed ran with."""
+    defaults = {}
+    for field in dataclasses.fields(config):
+        if field.default is dataclasses.MISSING:
+            continue
+        value = field.default
+        nested = dataclasses.is_dataclass(value) and not isinstance(value, type)
+        defaults[field.name] = dataclasses.asdict(value) if nested else value
+    return json.loads(json.dumps(defaults))
+
+
 def policy_of(config_class: type[TokenTrainConfig]) -> str:
     """The ``--policy`` of a token agent's config class: its ``POLICY``, else
     ``"token"``."""
@@ -216,6 +229,7 @@ def check_resume(
     except json.JSONDecodeError:
         raise RunMismatch(f"{path} is not JSON: repair it, or train into a new --out") from None
     settings = run_settings(config, seed)
+    saved = {**default_settings(config), **saved}
     changed = [
         f"{name} {saved.get(name)!r} -> {settings.get(name)!r}"
         for name in sorted(set(saved) | set(settings))

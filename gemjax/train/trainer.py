@@ -12,10 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import linen as nn
 from flax import struct
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from gemjax.core import ActionMasking, Environment
+from gemjax.core import ActionMasking, CellActions, Environment
 from gemjax.registry import make
 from gemjax.rng import split
 from gemjax.train.config import Stage, TrainConfig
@@ -28,7 +29,14 @@ from gemjax.train.estimators import (
     rebn_advantages,
     reinforce_advantages,
 )
-from gemjax.train.policy import ActorCritic, action_head, feature_size
+from gemjax.train.grid_policy import cell_layout, conv_actor_critic
+from gemjax.train.policy import (
+    ActionHead,
+    ActorCritic,
+    JointCategorical,
+    action_head,
+    feature_size,
+)
 from gemjax.train.rollout import (
     Constrain,
     EpisodeMetrics,
@@ -287,7 +295,7 @@ class Trainer:
     config: TrainConfig
     env: Environment
     rollout: Rollout
-    model: ActorCritic
+    model: nn.Module
     optimizer: optax.GradientTransformation
     horizon: int
     stage_rollouts: tuple[Rollout, ...] = ()
@@ -522,6 +530,27 @@ def with_learning_rate(opt_state: Any, learning_rate: jax.Array | float) -> Any:
     return (clip_state, adamw_state._replace(hyperparams=hyperparams))
 
 
+def policy_model(config: TrainConfig, env: Environment, head: ActionHead) -> nn.Module:
+    """The policy of ``config.torso``: :class:`~gemjax.train.policy.ActorCritic`
+    (``mlp``) or the board convolutions of :mod:`gemjax.train.grid_policy`
+    (``conv``); both map flat features float32[..., F] to ``(logits, value)``.
+
+    Raises:
+        ValueError: ``conv`` for a game whose actions name no cell
+            (:class:`~gemjax.core.CellActions`) or without the joint head.
+    """
+    critic = config.algo == "ppo"
+    if config.torso == "mlp":
+        return ActorCritic(num_logits=head.num_logits, hidden=config.hidden, critic=critic)
+    if not isinstance(env, CellActions):
+        raise ValueError(f"{env.name}'s actions name no board cell: the conv torso is unavailable")
+    if not isinstance(head, JointCategorical):
+        raise ValueError("the conv torso scores joint actions: it needs head 'joint'")
+    spec = env.observation_spec(env.default_params)
+    layout = cell_layout(spec, config.code_bits, head, env.action_cells())
+    return conv_actor_critic(layout, config.hidden, critic)
+
+
 def make_train(
     config: TrainConfig, mesh: Mesh | None = None, *, learning_rate_in_state: bool = False
 ) -> Trainer:
@@ -554,9 +583,7 @@ def make_train(
     for params in staged_params:
         check_transitions(config, horizon_of(config, env, params))
     head = action_head(env.action_space(env.default_params), config.head)
-    model = ActorCritic(
-        num_logits=head.num_logits, hidden=config.hidden, critic=config.algo == "ppo"
-    )
+    model = policy_model(config, env, head)
     rollout = Rollout(
         env=env,
         env_params=env.default_params,

@@ -12,7 +12,7 @@ import pytest
 
 from gemjax import cli, make
 from gemjax.train import ALGOS, make_train
-from gemjax.train.host import RunMismatch, fresh_shapes, run
+from gemjax.train.host import RunMismatch, check_resume, fresh_shapes, run, run_settings
 from gemjax.train.play import binary_search_mean_turns, binary_search_optimum
 
 
@@ -193,6 +193,19 @@ def test_a_bad_config_writes_nothing(tiny, tmp_path):
     with pytest.raises(ValueError, match="more than the 64 turns"):
         run(tiny(num_transitions=128), tmp_path / "c", progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_written_before_a_setting_existed_resumes_at_its_default(tiny, tmp_path):
+    config = tiny()
+    settings = run_settings(config, seed=1)
+    del settings["torso"]  # a run directory from before the conv torso
+    (tmp_path / "config.json").write_text(json.dumps(settings))
+    check_resume(tmp_path, config, seed=1, done=2)
+    with pytest.raises(RunMismatch, match="torso 'mlp' -> 'conv'"):
+        conv = tiny(env_id="game:Minesweeper-v0-easy", torso="conv", head="joint")
+        settings = {**run_settings(conv, seed=1), "torso": "mlp"}
+        (tmp_path / "config.json").write_text(json.dumps(settings))
+        check_resume(tmp_path, conv, seed=1, done=2)
 
 
 @pytest.mark.slow
