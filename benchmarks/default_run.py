@@ -49,12 +49,20 @@ RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ROOT / "docs" / "results.md"
 OWNER = "benchmarks/default_run.py"
 GOAL = {"success": 0.99, "mean_turns": 4.9, "wall_s": 180.0}
+# a goal's lower bounds (the others are upper bounds): GEM's success, and Minesweeper's
+# board cleared (every safe cell revealed), which GEM's success does not count
+AT_LEAST = ("success", "cleared")
 HARD = "game:GuessTheNumber-v0-hard"
 CURRICULUM = ("--curriculum", "max_turns=50:1000", "--lr-schedule", "linear")
 SOLVE_GOAL = {"success": 0.99, "wall_s": 180.0}  # the ablation issue's GuessTheNumber-hard target
 MASTERMIND_GOAL = {"success": 1.0, "mean_turns": 3.6, "wall_s": 180.0}
 SUDOKU_GOAL = {"success": 0.95, "wall_s": 180.0}  # the ablation issue's Sudoku-easy target
 SUDOKU_FLAGS = ("--env", "game:Sudoku-v0-easy", "--head", "joint", "--mask-invalid")
+# The ablation issue's Minesweeper-easy target: boards cleared (GEM's success also needs
+# every mine flagged, which pays nothing); the run takes longer than the others.
+MINESWEEPER_GOAL = {"cleared": 0.7, "wall_s": 600.0}
+MINESWEEPER_FLAGS = ("--env", "game:Minesweeper-v0-easy", "--torso", "conv", "--head", "joint")
+MINESWEEPER_FLAGS += ("--hidden", "32", "32", "32", "--mask-invalid", "--algo", "ppo")
 # The defaults until 2026-12-05 (1500 updates, entropy bonus 0.003), around which the
 # screen was measured: named, so that its runs do not move with the defaults.
 EARLIER = {"--updates": "1500", "--ent-coef": "0.003"}
@@ -100,6 +108,10 @@ SUITES = {
                 (*SUDOKU_FLAGS, "--updates", "500"),
                 SUDOKU_GOAL,
             ),
+            "Minesweeper-easy, conv torso, PPO": (
+                (*MINESWEEPER_FLAGS, "--lr", "1e-3", "--updates", "600", "--eval-every", "100"),
+                MINESWEEPER_GOAL,
+            ),
         },
         "solve_runs.json",
     ),
@@ -139,20 +151,25 @@ def train_seed(
     subprocess.run([*command, *flags, "--no-progress"], check=True, capture_output=True)
     cpu, wall = children_cpu_seconds() - cpu, time.perf_counter() - wall
     last = json.loads((out_dir / "metrics.jsonl").read_text().splitlines()[-1])
-    met = (
-        last["success"] >= goal["success"]
-        and last["mean_turns"] <= goal.get("mean_turns", float("inf"))
-        and wall <= goal["wall_s"]
-    )
-    return {
+    row = {
         "seed": seed,
         "updates": last["update"],
         "success": last["success"],
         "mean_turns": last["mean_turns"],
+        **({"cleared": last["cleared"]} if "cleared" in last else {}),
         "wall_s": wall,
         "cpu_s": cpu,
-        "goal_met": met,
     }
+    return {**row, "goal_met": meets(row, goal)}
+
+
+def meets(row: dict[str, Any], goal: dict[str, float]) -> bool:
+    """Whether a seed's row is within every bound of ``goal`` (:data:`AT_LEAST`
+    figures at least theirs, the others at most)."""
+    return all(
+        row[name] >= bound if name in AT_LEAST else row[name] <= bound
+        for name, bound in goal.items()
+    )
 
 
 def target_keys(trainer: Trainer, draws: int = 4096) -> jax.Array:
@@ -191,7 +208,7 @@ def exact_greedy(out_dir: Path, seed: int) -> dict[str, float]:
 def bounds(goal: dict[str, float]) -> str:
     """A goal in words: ``success >= 0.99, mean_turns <= 4.9, wall_s <= 180``."""
     return ", ".join(
-        f"{name} {'>=' if name == 'success' else '<='} {value:g}" for name, value in goal.items()
+        f"{name} {'>=' if name in AT_LEAST else '<='} {value:g}" for name, value in goal.items()
     )
 
 
@@ -218,13 +235,15 @@ def render_docs(results: dict[str, Any]) -> str:
         lines.append("")
     run_head, run_rule = ("| run ", "|---") if runs else ("", "")
     exact = "exact_mean_turns" in results["rows"][0]
+    cleared = any("cleared" in row for row in results["rows"])
+    cleared_head, cleared_rule = ("| board cleared ", "|---:") if cleared else ("", "")
     exact_head, exact_rule = (
         ("| every target once: success | mean turns ", "|---:|---:") if exact else ("", "")
     )
     lines += [
-        f"{run_head}| seed | greedy success | greedy mean turns {exact_head}| wall s "
-        "| CPU s (user + system) | goal |",
-        f"{run_rule}|---:|---:|---:{exact_rule}|---:|---:|---|",
+        f"{run_head}| seed | greedy success | greedy mean turns {cleared_head}{exact_head}"
+        "| wall s | CPU s (user + system) | goal |",
+        f"{run_rule}|---:|---:|---:{cleared_rule}{exact_rule}|---:|---:|---|",
     ]
     for row in results["rows"]:
         goal = "met" if row["goal_met"] else "**not met**"
@@ -232,9 +251,12 @@ def render_docs(results: dict[str, Any]) -> str:
         exact_cells = (
             f"| {row['exact_success']:.3f} | {row['exact_mean_turns']:.3f} " if exact else ""
         )
+        cleared_cell = ""
+        if cleared:
+            cleared_cell = f"| {row['cleared']:.3f} " if "cleared" in row else "| - "
         lines.append(
             f"{run_cell}| {row['seed']} | {row['success']:.3f} | {row['mean_turns']:.3f} "
-            f"{exact_cells}| {row['wall_s']:.0f} | {row['cpu_s']:.0f} | {goal} |"
+            f"{cleared_cell}{exact_cells}| {row['wall_s']:.0f} | {row['cpu_s']:.0f} | {goal} |"
         )
     if exact:
         lines += [

@@ -608,13 +608,27 @@ def cmd_train(args: argparse.Namespace) -> int:
     sps = f"{result.steps_per_second:,.0f}" if result.steps_per_second else "n/a"
     optimum = binary_search_optimum(trainer.env)
     reference = f" (binary-search optimum {optimum:.2f})" if optimum is not None else ""
+    outcomes = "".join(f", {name} {last[name]:.3f}" for name in env_outcomes(trainer.env))
     print(
-        f"update {last['update']}: greedy success {last['success']:.3f}, "
+        f"update {last['update']}: greedy success {last['success']:.3f}{outcomes}, "
         f"mean turns {last['mean_turns']:.2f}{reference}; "
         f"compile {result.compile_seconds:.1f} s, "
         f"{sps} env steps/s (train step incl. update); wall {last['wall_s']:.1f} s"
     )
     return 0
+
+
+def env_outcomes(env: Any) -> tuple[str, ...]:
+    """The names of a game's outcomes beside GEM's success (Minesweeper's
+    ``cleared``; :class:`~gemjax.core.EpisodeOutcomes`), or none."""
+    import jax
+
+    from gemjax.core import EpisodeOutcomes
+
+    if not isinstance(env, EpisodeOutcomes):
+        return ()
+    state, _ = env.reset(jax.random.key(0), env.default_params)
+    return tuple(env.outcomes(state))
 
 
 def add_train_parser(commands: argparse._SubParsersAction) -> None:

@@ -1,7 +1,11 @@
 """The conv torso (``--torso conv``): the map from joint combinations to board cells,
 the per-cell inputs, the 3x3 convolution, translation equivariance, and training."""
 
+import io
 import itertools
+import json
+import re
+from contextlib import redirect_stderr, redirect_stdout
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +14,7 @@ import pytest
 from flax import nnx
 
 import gemjax
+from gemjax import cli
 from gemjax.core import ActionCells
 from gemjax.spaces import MultiDiscrete
 from gemjax.train import TrainConfig, make_train
@@ -166,3 +171,25 @@ def test_the_conv_torso_needs_a_board_and_the_joint_head():
         TrainConfig(torso="cnn")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="name no board cell"):
         make_train(TrainConfig(env_id="game:Mastermind-v0-easy", torso="conv", head="joint"))
+
+
+@pytest.mark.slow
+def test_the_cli_trains_resumes_and_reports_the_boards_cleared(tmp_path):
+    out = tmp_path / "run"
+    argv = ["train", "--env", "game:Minesweeper-v0-easy", "--torso", "conv", "--head", "joint"]
+    argv += ["--hidden", "8", "8", "--mask-invalid", "--algo", "ppo", "--episodes", "16"]
+    argv += ["--transitions", "32", "--eval-every", "2", "--eval-episodes", "16"]
+    argv += ["--out", str(out), "--no-progress"]
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        assert cli.main([*argv, "--updates", "2"]) == 0
+        assert cli.main([*argv, "--updates", "4"]) == 0  # resumed from update 2
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [row["update"] for row in rows] == [2, 4]
+    assert all(0.0 <= row["cleared"] <= 1.0 for row in rows)
+    assert re.search(r"update 4: greedy success 0\.000, cleared \d\.\d{3}", printed.getvalue())
+    assert json.loads((out / "config.json").read_text())["torso"] == "conv"
+    factored = [arg for arg in argv if arg not in ("--head", "joint")]
+    with redirect_stderr(io.StringIO()) as error:
+        assert cli.main([*factored, "--updates", "2"]) == 2
+    assert error.getvalue().count("\n") == 1 and "head 'joint'" in error.getvalue()
