@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from gemjax.core import Environment
 from gemjax.registry import list_envs, spec
 from gemjax.train.config import (
     ALGOS,
@@ -618,7 +619,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def env_outcomes(env: Any) -> tuple[str, ...]:
+def env_outcomes(env: Environment) -> tuple[str, ...]:
     """The names of a game's outcomes beside GEM's success (Minesweeper's
     ``cleared``; :class:`~gemjax.core.EpisodeOutcomes`), or none."""
     import jax
