@@ -92,8 +92,8 @@ class CellLayout:
 
     @property
     def global_features(self) -> int:
-        """Length of the non-board feature vector."""
-        return sum(stop - start for start, stop in self.global_spans)
+        """Length of the non-board feature vector (one zero when there is none)."""
+        return max(sum(stop - start for start, stop in self.global_spans), 1)
 
 
 def leaf_slots(spec: Any, code_bits: int) -> tuple[LeafSlot, ...]:
@@ -181,10 +181,12 @@ def board_inputs(features: jax.Array, layout: CellLayout) -> jax.Array:
 
 
 def global_inputs(features: jax.Array, layout: CellLayout) -> jax.Array:
-    """float32[..., layout.global_features]: the non-board features, squashed."""
+    """float32[..., layout.global_features]: the non-board features, squashed (a
+    zero when the observation has only board leaves)."""
     parts = [features[..., start:stop] for start, stop in layout.global_spans]
-    batch = features.shape[:-1]
-    return symlog(jnp.concatenate(parts, axis=-1) if parts else jnp.zeros((*batch, 0)))
+    if not parts:
+        return jnp.zeros((*features.shape[:-1], 1), jnp.float32)
+    return symlog(jnp.concatenate(parts, axis=-1))
 
 
 def neighbourhoods(x: jax.Array) -> jax.Array:
@@ -215,13 +217,13 @@ class ConvPolicy(nnx.Module):
     def __init__(
         self, layout: CellLayout, channels: tuple[int, ...], critic: bool, *, rngs: nnx.Rngs
     ) -> None:
-        self.layout, self.critic = layout, critic
+        self.layout = layout
         relu_init = nnx.initializers.orthogonal(np.sqrt(2))
         small = nnx.initializers.orthogonal(0.01)
         width = channels[0]
         self.embed_cell = nnx.Linear(layout.cell_channels, width, kernel_init=relu_init, rngs=rngs)
         self.embed_global = nnx.Linear(
-            max(layout.global_features, 1), width, kernel_init=relu_init, rngs=rngs
+            layout.global_features, width, kernel_init=relu_init, rngs=rngs
         )
         convs = []
         for out in channels:
@@ -237,10 +239,7 @@ class ConvPolicy(nnx.Module):
 
     def __call__(self, features: jax.Array) -> tuple[jax.Array, jax.Array]:
         layout, batch = self.layout, features.shape[:-1]
-        glob = global_inputs(features, layout)
-        if layout.global_features == 0:
-            glob = jnp.zeros((*batch, 1), jnp.float32)
-        glob = self.embed_global(glob)
+        glob = self.embed_global(global_inputs(features, layout))
         x = nnx.relu(self.embed_cell(board_inputs(features, layout)) + glob[..., None, None, :])
         for conv in self.convs:
             x = nnx.relu(conv(neighbourhoods(x)))
