@@ -47,6 +47,7 @@ from gemjax.train.host import restore_latest
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ROOT / "docs" / "results.md"
+OPTIMA = RESULTS / "optima.json"  # the reference players' figures (benchmarks/optima.py)
 OWNER = "benchmarks/default_run.py"
 GOAL = {"success": 0.99, "mean_turns": 4.9, "wall_s": 180.0}
 # a goal's lower bounds (the others are upper bounds): GEM's success, and Minesweeper's
@@ -212,6 +213,30 @@ def bounds(goal: dict[str, float]) -> str:
     )
 
 
+def reference_cell(env_id: str, row: dict[str, Any], optima: list[dict[str, Any]]) -> str:
+    """The reference player's figure for a row's game (``gemjax.reference``, from
+    ``benchmarks/results/optima.json``) and the row's gap to it: Minesweeper's boards
+    cleared (the best-probability player), else the optimal mean turns."""
+    best = next((r for r in optima if r["env_id"] == env_id and "uniform" not in r["player"]), None)
+    if best is None:
+        return "-"
+    if "cleared" in best:
+        reference, figure = best["cleared"]["value"], row.get("cleared")
+        unit = "cleared"
+    else:
+        turns = best.get("expected_turns", best.get("mean_turns"))
+        reference = turns["value"] if isinstance(turns, dict) else turns
+        figure, unit = row["mean_turns"], "turns"
+    gap = f" ({figure - reference:+.3f})" if figure is not None else ""
+    return f"{reference:.3f} {unit}{gap}"
+
+
+def run_env(flags: tuple[str, ...] | list[str]) -> str:
+    """The env id a ``gemjax train`` command line trains on."""
+    flags = list(flags)
+    return flags[flags.index("--env") + 1] if "--env" in flags else TrainConfig.env_id
+
+
 def render_docs(results: dict[str, Any]) -> str:
     """The generated section of ``docs/results.md``: one row per seed (and run, for a
     suite of several, each with its flags)."""
@@ -242,9 +267,10 @@ def render_docs(results: dict[str, Any]) -> str:
     )
     lines += [
         f"{run_head}| seed | greedy success | greedy mean turns {cleared_head}{exact_head}"
-        "| wall s | CPU s (user + system) | goal |",
-        f"{run_rule}|---:|---:|---:{cleared_rule}{exact_rule}|---:|---:|---|",
+        "| reference (gap) | wall s | CPU s (user + system) | goal |",
+        f"{run_rule}|---:|---:|---:{cleared_rule}{exact_rule}|---:|---:|---:|---|",
     ]
+    optima = json.loads(OPTIMA.read_text())["rows"]
     for row in results["rows"]:
         goal = "met" if row["goal_met"] else "**not met**"
         run_cell = f"| {row['run']} " if runs else ""
@@ -254,10 +280,18 @@ def render_docs(results: dict[str, Any]) -> str:
         cleared_cell = ""
         if cleared:
             cleared_cell = f"| {row['cleared']:.3f} " if "cleared" in row else "| - "
+        env_id = run_env(runs[row["run"]][0] if runs else ())
         lines.append(
             f"{run_cell}| {row['seed']} | {row['success']:.3f} | {row['mean_turns']:.3f} "
-            f"{cleared_cell}{exact_cells}| {row['wall_s']:.0f} | {row['cpu_s']:.0f} | {goal} |"
+            f"{cleared_cell}{exact_cells}| {reference_cell(env_id, row, optima)} "
+            f"| {row['wall_s']:.0f} | {row['cpu_s']:.0f} | {goal} |"
         )
+    lines += [
+        "",
+        "Reference (gap): the game's reference player (`gemjax.reference`, "
+        "`benchmarks/optima.py`): its optimal mean turns, or for Minesweeper the boards "
+        "the best-probability player clears; the gap is the row's greedy figure minus it.",
+    ]
     if exact:
         lines += [
             "",
