@@ -134,20 +134,8 @@ def test_the_cell_scores_move_with_the_board():
 
 
 @pytest.mark.parametrize("env_id", CELL_GAMES[:2])
-def test_the_conv_torso_trains_and_plays_only_the_masks_moves(env_id):
-    config = TrainConfig(
-        env_id=env_id,
-        torso="conv",
-        head="joint",
-        hidden=(8, 8),
-        mask_invalid=True,
-        num_updates=2,
-        num_episodes=16,
-        num_transitions=32,
-        horizon=4,
-        eval_every=1,
-        eval_episodes=16,
-    )
+def test_the_conv_torso_trains_and_plays_only_the_masks_moves(tiny, env_id):
+    config = tiny(env_id=env_id, torso="conv", head="joint", hidden=(8, 8), mask_invalid=True)
     trainer = make_train(config)
     state = trainer.init(jax.random.key(0))
     new_state, metrics = jax.jit(trainer.update)(state)
