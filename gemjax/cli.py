@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gemjax.core import Environment
+from gemjax.core import Environment, EpisodeOutcomes
 from gemjax.registry import list_envs, spec
 from gemjax.train.config import (
     ALGOS,
@@ -623,8 +623,6 @@ def env_outcomes(env: Environment) -> tuple[str, ...]:
     """The names of a game's outcomes beside GEM's success (Minesweeper's
     ``cleared``; :class:`~gemjax.core.EpisodeOutcomes`), or none."""
     import jax
-
-    from gemjax.core import EpisodeOutcomes
 
     if not isinstance(env, EpisodeOutcomes):
         return ()

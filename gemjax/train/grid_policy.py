@@ -30,7 +30,7 @@ from flax import linen as nn
 from flax import nnx
 
 from gemjax.core import ActionCells
-from gemjax.train.policy import JointCategorical, is_code_leaf, symlog
+from gemjax.train.policy import JointCategorical, is_code_leaf, leaf_width, symlog
 
 # One-hot width of a cell's 8-bit code (Minesweeper's codes are 0..12, Sudoku's 0..9);
 # a code outside it is still seen through its value channel.
@@ -44,12 +44,14 @@ class LeafSlot:
     Attributes:
         offset: index of its first value; shape: its unbatched shape; code: an 8-bit
             code leaf (its values are followed by ``code_bits`` bits each, which
-            the conv torso does not read: it one-hots the value).
+            the conv torso does not read: it one-hots the value); width: its
+            features, bits included (:func:`~gemjax.train.policy.leaf_width`).
     """
 
     offset: int
     shape: tuple[int, ...]
     code: bool
+    width: int
 
     @property
     def size(self) -> int:
@@ -100,9 +102,9 @@ def leaf_slots(spec: Any, code_bits: int) -> tuple[LeafSlot, ...]:
     """Each leaf of an observation spec where :func:`flatten_observation` puts it."""
     slots, offset = [], 0
     for leaf in jax.tree.leaves(spec):
-        slot = LeafSlot(offset, tuple(leaf.shape), is_code_leaf(leaf))
+        slot = LeafSlot(offset, tuple(leaf.shape), is_code_leaf(leaf), leaf_width(leaf, code_bits))
         slots.append(slot)
-        offset += slot.size * (1 + (code_bits if slot.code else 0))
+        offset += slot.width
     return tuple(slots)
 
 
@@ -158,8 +160,7 @@ def cell_layout(
         if slot.shape[:2] == tuple(cells.grid):
             board.append(slot)
         else:
-            width = slot.size * (1 + (code_bits if slot.code else 0))
-            spans.append((slot.offset, slot.offset + width))
+            spans.append((slot.offset, slot.offset + slot.width))
     if not board:
         raise ValueError(f"no observation leaf has the board's shape {cells.grid}")
     index, per_cell, off_board = joint_logit_index(head, cells)

@@ -58,12 +58,15 @@ def flatten_observation(observation: Any, spec: Any, code_bits: int) -> jax.Arra
     return jnp.concatenate(parts, axis=-1)
 
 
+def leaf_width(leaf: Any, code_bits: int) -> int:
+    """Features one unbatched leaf spec contributes to :func:`flatten_observation`:
+    its values, and ``code_bits`` bits per value of a code leaf."""
+    return int(np.prod(leaf.shape)) * (1 + (code_bits if is_code_leaf(leaf) else 0))
+
+
 def feature_size(spec: Any, code_bits: int) -> int:
     """``F``: the length of :func:`flatten_observation`'s last axis."""
-    return sum(
-        int(np.prod(leaf.shape)) * (1 + (code_bits if is_code_leaf(leaf) else 0))
-        for leaf in jax.tree.leaves(spec)
-    )
+    return sum(leaf_width(leaf, code_bits) for leaf in jax.tree.leaves(spec))
 
 
 def symlog(x: jax.Array) -> jax.Array:

@@ -537,15 +537,14 @@ def policy_model(config: TrainConfig, env: Environment, head: ActionHead) -> nn.
 
     Raises:
         ValueError: ``conv`` for a game whose actions name no cell
-            (:class:`~gemjax.core.CellActions`) or without the joint head.
+            (:class:`~gemjax.core.CellActions`).
     """
     critic = config.algo == "ppo"
     if config.torso == "mlp":
         return ActorCritic(num_logits=head.num_logits, hidden=config.hidden, critic=critic)
     if not isinstance(env, CellActions):
         raise ValueError(f"{env.name}'s actions name no board cell: the conv torso is unavailable")
-    if not isinstance(head, JointCategorical):
-        raise ValueError("the conv torso scores joint actions: it needs head 'joint'")
+    assert isinstance(head, JointCategorical)  # TrainConfig refuses conv without 'joint'
     spec = env.observation_spec(env.default_params)
     layout = cell_layout(spec, config.code_bits, head, env.action_cells())
     return conv_actor_critic(layout, config.hidden, critic)
