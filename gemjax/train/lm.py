@@ -112,7 +112,12 @@ def logits_at(
 
 
 class LayerCache(NamedTuple):
-    """Keys and values of one attention layer: float32[B, S, heads, head_dim] each."""
+    """Keys and values of one attention layer: float32[B, heads, S, head_dim] each.
+
+    Heads before slots: the attention's products then read the cache as it lies.
+    With slots before heads, XLA's CPU dot first transposed the whole cache, every
+    call, and a one-token decoding step of a 256-lane batch over 384 slots spent
+    ten times longer in attention (docs/performance.md)."""
 
     k: jax.Array
     v: jax.Array
@@ -187,19 +192,23 @@ class Attention(nnx.Module):
     ) -> tuple[jax.Array, LayerCache | None]:
         """float32[B, L, width] ``x`` -> (float32[B, L, width], the updated cache)."""
         q = rotary(self._split(self.query(x)), positions, self.theta)
-        k = rotary(self._split(self.key(x)), positions, self.theta)
+        k = rotary(self._split(self.key(x)), positions, self.theta)  # [B, L, H, D]
         v = self._split(self.value(x))
-        if cache is not None:
+        if cache is None:
+            keys, values = jnp.swapaxes(k, 1, 2), jnp.swapaxes(v, 1, 2)  # [B, H, L, D]
+        else:
+            # lanes [B, 1] and positions [B, L] around the heads' slice index the
+            # update as [B, L, H, D], the layout k and v come in.
             lanes = jnp.arange(x.shape[0])[:, None]
             cache = LayerCache(
-                cache.k.at[lanes, positions].set(k, mode="drop"),
-                cache.v.at[lanes, positions].set(v, mode="drop"),
+                cache.k.at[lanes, :, positions].set(k, mode="drop"),
+                cache.v.at[lanes, :, positions].set(v, mode="drop"),
             )
-            k, v = cache.k, cache.v
-        scores = jnp.einsum("blhd,bshd->bhls", q, k) / np.sqrt(self.head_dim)
+            keys, values = cache.k, cache.v
+        scores = jnp.einsum("blhd,bhsd->bhls", q, keys) / np.sqrt(self.head_dim)
         scores = jnp.where(attention_mask[:, None], scores, MASKED_SCORE)
         weights = jax.nn.softmax(scores, axis=-1)
-        mixed = jnp.einsum("bhls,bshd->blhd", weights, v)
+        mixed = jnp.einsum("bhls,bhsd->blhd", weights, values)
         return self.out(mixed.reshape(x.shape)), cache
 
 
@@ -310,7 +319,7 @@ class TinyLM(nnx.Module):
     def init_cache(self, batch: int, length: int) -> tuple[LayerCache, ...]:
         """An empty cache of ``length`` slots for ``batch`` lanes."""
         head_dim = self.config.width // self.config.heads
-        shape = (batch, length, self.config.heads, head_dim)
+        shape = (batch, self.config.heads, length, head_dim)
         return tuple(
             LayerCache(jnp.zeros(shape, jnp.float32), jnp.zeros(shape, jnp.float32))
             for _ in range(self.config.layers)
