@@ -50,6 +50,9 @@ import numpy as np
 from flax import nnx
 
 MASKED_SCORE = -1e30
+#: Pieces :meth:`TinyLM.causal_logits_at` splits the queries into (about 0.6 of a full
+#: pass's scores; more pieces cost more than they skip on a CPU, docs/performance.md).
+CAUSAL_PIECES = 4
 
 
 @runtime_checkable
@@ -84,6 +87,20 @@ class SelectiveLogits(Protocol):
     ) -> tuple[jax.Array, Any]: ...
 
 
+@runtime_checkable
+class CausalLogits(Protocol):
+    """A model whose cache-free :meth:`SelectiveLogits.logits_at` can be told that no
+    query reads a later token, so it may skip those scores (see :func:`replay_logits_at`)."""
+
+    def causal_logits_at(
+        self,
+        tokens: jax.Array,
+        positions: jax.Array,
+        attention_mask: jax.Array,
+        at: jax.Array,
+    ) -> jax.Array: ...
+
+
 def take_rows(x: jax.Array, at: jax.Array) -> jax.Array:
     """[B, M, D]: rows ``x[b, at[b, m]]`` of [B, L, D] ``x`` at int32[B, M] ``at``.
 
@@ -111,6 +128,23 @@ def logits_at(
     return jnp.take_along_axis(logits, at[:, :, None], axis=1), cache
 
 
+def replay_logits_at(
+    model: CausalLM,
+    tokens: jax.Array,
+    positions: jax.Array,
+    attention_mask: jax.Array,
+    at: jax.Array,
+) -> jax.Array:
+    """float32[B, M, V]: :func:`logits_at` without a cache, for a bool[B, L, L]
+    ``attention_mask`` with nothing above its diagonal (no query reads a token that
+    comes after it in ``tokens``), as in the learner's replay of a stream. A
+    :class:`CausalLogits` model then skips the scores the mask would discard; any
+    other model computes them all."""
+    if isinstance(model, CausalLogits):
+        return model.causal_logits_at(tokens, positions, attention_mask, at)
+    return logits_at(model, tokens, positions, None, attention_mask, at)[0]
+
+
 class LayerCache(NamedTuple):
     """Keys and values of one attention layer: float32[B, heads, S, head_dim] each.
 
@@ -127,6 +161,34 @@ def causal_mask(positions: jax.Array, slots: int) -> jax.Array:
     """bool[B, L, slots]: query ``i`` of lane ``b`` reads slot ``j`` iff
     ``j <= positions[b, i]`` (the layout where a token's slot is its position)."""
     return jnp.arange(slots)[None, None, :] <= positions[:, :, None]
+
+
+def attend(q: jax.Array, keys: jax.Array, values: jax.Array, mask: jax.Array) -> jax.Array:
+    """float32[B, L, H, D]: softmax attention of queries float32[B, L, H, D] over
+    keys and values float32[B, H, S, D], where bool[B, L, S] ``mask`` allows."""
+    scores = jnp.einsum("blhd,bhsd->bhls", q, keys) / np.sqrt(q.shape[-1])
+    scores = jnp.where(mask[:, None], scores, MASKED_SCORE)
+    weights = jax.nn.softmax(scores, axis=-1)
+    return jnp.einsum("bhls,bhsd->blhd", weights, values)
+
+
+def causal_attend(
+    q: jax.Array, keys: jax.Array, values: jax.Array, mask: jax.Array, pieces: int
+) -> jax.Array:
+    """:func:`attend` with ``S == L`` and ``mask`` False above its diagonal, the
+    queries split into ``pieces`` runs, each attending over the keys up to its last
+    query only: ``(pieces + 1) / (2 * pieces)`` of a full pass's scores, the same
+    result (the skipped scores are ones the mask discards: exact zeros in the
+    softmax)."""
+    length = q.shape[1]
+    block = -(-length // pieces)
+    outputs = []
+    for low in range(0, length, block):
+        high = min(low + block, length)
+        outputs.append(
+            attend(q[:, low:high], keys[:, :, :high], values[:, :, :high], mask[:, low:high, :high])
+        )
+    return jnp.concatenate(outputs, axis=1)
 
 
 def rotary(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
@@ -189,13 +251,20 @@ class Attention(nnx.Module):
         positions: jax.Array,
         cache: LayerCache | None,
         attention_mask: jax.Array,
+        causal_pieces: int | None = None,
     ) -> tuple[jax.Array, LayerCache | None]:
-        """float32[B, L, width] ``x`` -> (float32[B, L, width], the updated cache)."""
+        """float32[B, L, width] ``x`` -> (float32[B, L, width], the updated cache).
+        Without a cache, ``causal_pieces`` (for a mask with nothing above its
+        diagonal) computes the attention in that many runs of queries
+        (:func:`causal_attend`)."""
         q = rotary(self._split(self.query(x)), positions, self.theta)
         k = rotary(self._split(self.key(x)), positions, self.theta)  # [B, L, H, D]
         v = self._split(self.value(x))
         if cache is None:
             keys, values = jnp.swapaxes(k, 1, 2), jnp.swapaxes(v, 1, 2)  # [B, H, L, D]
+            if causal_pieces is not None:
+                mixed = causal_attend(q, keys, values, attention_mask, causal_pieces)
+                return self.out(mixed.reshape(x.shape)), None
         else:
             # lanes [B, 1] and positions [B, L] around the heads' slice index the
             # update as [B, L, H, D], the layout k and v come in.
@@ -205,10 +274,7 @@ class Attention(nnx.Module):
                 cache.v.at[lanes, :, positions].set(v, mode="drop"),
             )
             keys, values = cache.k, cache.v
-        scores = jnp.einsum("blhd,bhsd->bhls", q, keys) / np.sqrt(self.head_dim)
-        scores = jnp.where(attention_mask[:, None], scores, MASKED_SCORE)
-        weights = jax.nn.softmax(scores, axis=-1)
-        mixed = jnp.einsum("bhls,bhsd->blhd", weights, values)
+        mixed = attend(q, keys, values, attention_mask)
         return self.out(mixed.reshape(x.shape)), cache
 
 
@@ -229,8 +295,11 @@ class Block(nnx.Module):
         positions: jax.Array,
         cache: LayerCache | None,
         attention_mask: jax.Array,
+        causal_pieces: int | None = None,
     ) -> tuple[jax.Array, LayerCache | None]:
-        mixed, cache = self.attention(self.attention_norm(x), positions, cache, attention_mask)
+        mixed, cache = self.attention(
+            self.attention_norm(x), positions, cache, attention_mask, causal_pieces
+        )
         x = x + mixed
         h = self.mlp_norm(x)
         return x + self.down(jax.nn.silu(self.gate(h)) * self.up(h)), cache
@@ -299,19 +368,34 @@ class TinyLM(nnx.Module):
         x, new_cache = self._trunk(tokens, positions, cache, attention_mask)
         return self.head(self.final_norm(take_rows(x, at))), new_cache
 
+    def causal_logits_at(
+        self,
+        tokens: jax.Array,
+        positions: jax.Array,
+        attention_mask: jax.Array,
+        at: jax.Array,
+    ) -> jax.Array:
+        """:meth:`logits_at` without a cache, for a bool[B, L, L] mask with nothing
+        above its diagonal: each layer attends in :data:`CAUSAL_PIECES` runs of
+        queries, each over the keys up to its end (:class:`CausalLogits`)."""
+        x, _ = self._trunk(tokens, positions, None, attention_mask, CAUSAL_PIECES)
+        return self.head(self.final_norm(take_rows(x, at)))
+
     def _trunk(
         self,
         tokens: jax.Array,
         positions: jax.Array,
         cache: tuple[LayerCache, ...] | None,
         attention_mask: jax.Array,
+        causal_pieces: int | None = None,
     ) -> tuple[jax.Array, tuple[LayerCache, ...] | None]:
         """float32[B, L, width]: the last block's output over int32[B, L] ``tokens``
         (before the final norm), and the updated cache (None without one)."""
         x = self.embed(self.rows(tokens))
         new_cache: list[LayerCache] = []
         for index, block in enumerate(self.blocks):
-            x, layer = block(x, positions, None if cache is None else cache[index], attention_mask)
+            layer_cache = None if cache is None else cache[index]
+            x, layer = block(x, positions, layer_cache, attention_mask, causal_pieces)
             if layer is not None:
                 new_cache.append(layer)
         return x, None if cache is None else tuple(new_cache)

@@ -69,7 +69,7 @@ from gemjax.core import Environment
 from gemjax.rng import split
 from gemjax.tokenizer_bridge.bridge import Prompt, TokenBridge
 from gemjax.tokenizer_bridge.tokenizers import token_bytes
-from gemjax.train.lm import CausalLM, causal_mask, logits_at
+from gemjax.train.lm import CausalLM, causal_mask, logits_at, replay_logits_at
 from gemjax.train.rollout import EpisodeMetrics
 
 CLOSING = b"}"
@@ -832,7 +832,8 @@ class TokenRollout:
         # The logits of the T * K response positions only, not of all N (see
         # SelectiveLogits): with a tokenizer-sized vocabulary, [B, N, V] logits and
         # their gradient would be most of the update's memory.
-        at_responses, _ = logits_at(model, tokens, positions, None, mask, flat)  # [B, T*K, V]
+        # The stream's mask has nothing above its diagonal (no token reads a later one).
+        at_responses = replay_logits_at(model, tokens, positions, mask, flat)  # [B, T*K, V]
         log_p = tempered_log_softmax(at_responses, self.config.temperature)
         rows = jnp.transpose(self.rows(traj.response_ids), (1, 0, 2)).reshape(batch, -1)
         picked = jnp.take_along_axis(log_p, rows[:, :, None], axis=2)[:, :, 0]

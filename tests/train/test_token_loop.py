@@ -21,11 +21,13 @@ from gemjax.tokenizer_bridge import TokenBridge, load_tokenizer
 from gemjax.tokenizer_bridge.bridge import CHAT_PREFIX, CHAT_TAIL
 from gemjax.train.lm import (
     CausalLM,
+    CausalLogits,
     SelectiveLogits,
     TinyLM,
     TinyLMConfig,
     causal_mask,
     logits_at,
+    replay_logits_at,
 )
 from gemjax.train.token_agent import HostAgent, evaluate_on_host, seed_reset_keys
 from gemjax.train.token_rollout import (
@@ -161,6 +163,41 @@ def test_logits_at_equals_the_call_gathered():
             np.testing.assert_allclose(got, pick(want), atol=1e-5, rtol=0)
             for x, y in zip(jax.tree.leaves(got_cache), jax.tree.leaves(want_cache), strict=True):
                 np.testing.assert_allclose(x, y, atol=1e-5, rtol=0)
+
+
+def test_causal_replay_skips_only_what_the_mask_discards():
+    """TinyLM's ``causal_logits_at`` (queries in pieces, each over the keys up to its
+    end) equals ``logits_at`` on a mask with nothing above its diagonal and holes
+    below it, value and gradient, at lengths that do and do not split evenly; a model
+    without it gets ``logits_at`` itself from ``replay_logits_at`` (1e-5)."""
+    model = TinyLM(np.arange(100, 200, dtype=np.int32), MODEL, nnx.Rngs(1))
+    graph, params, rest = nnx.split(model, nnx.Param, ...)
+    batch = 2
+    for length in (17, 24):
+        tokens = jax.random.randint(jax.random.key(length), (batch, length), 100, 200)
+        positions = jnp.broadcast_to(jnp.arange(length), (batch, length))
+        holes = jax.random.uniform(jax.random.key(1), (batch, length, length)) < 0.3
+        mask = (causal_mask(positions, length) & ~holes) | jnp.eye(length, dtype=bool)
+        at = jnp.asarray([[0, 5, length - 1], [length - 2, 3, 9]], jnp.int32)
+
+        def total(params, causal, tokens=tokens, positions=positions, mask=mask, at=at):
+            model = nnx.merge(graph, params, rest)
+            if causal:
+                logits = replay_logits_at(model, tokens, positions, mask, at)
+            else:
+                logits = logits_at(model, tokens, positions, None, mask, at)[0]
+            return jnp.sum(jnp.sin(logits)), logits
+
+        (_, want), want_grad = jax.value_and_grad(total, has_aux=True)(params, False)
+        (_, got), got_grad = jax.value_and_grad(total, has_aux=True)(params, True)
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+        for x, y in zip(jax.tree.leaves(got_grad), jax.tree.leaves(want_grad), strict=True):
+            np.testing.assert_allclose(x, y, atol=1e-5, rtol=0)
+        plain = FullPassOnly(model)
+        assert isinstance(model, CausalLogits) and not isinstance(plain, CausalLogits)
+        np.testing.assert_allclose(
+            replay_logits_at(plain, tokens, positions, mask, at), want, atol=1e-5, rtol=0
+        )
 
 
 @pytest.fixture(scope="module")
