@@ -25,7 +25,11 @@ learner's replay
 (:meth:`~gemjax.train.token_rollout.TokenRollout.response_log_probs`) those of the
 response tokens, a few of each stream's positions: with a tokenizer-sized vocabulary
 (Qwen3's 151,936 rows), the ``[B, L, V]`` logits of every position (and in the
-learner their gradient) are most of the memory.
+learner their gradient) are most of the memory. And it may offer
+``model.causal_logits_at(tokens, positions, attention_mask, at) -> logits``
+(:class:`CausalLogits`): the same without a cache, for a mask with nothing above its
+diagonal, as in the learner's replay, where it may skip the scores the mask discards
+(:func:`replay_logits_at` uses it when it is there).
 
 The token rollout (:mod:`gemjax.train.token_rollout`) lays each episode out with
 slot = position, so a query at position ``p`` reads the slots ``<= p``
