@@ -72,13 +72,22 @@ class Timing(NamedTuple):
 
 
 def best_of(repeats: int, run: Any) -> Timing:
-    """The fastest (by wall time) of ``repeats`` timed calls of ``run``."""
+    """The fastest (by wall time) of ``repeats`` timed calls of ``run``. Nothing may be
+    running when it starts: JAX dispatches asynchronously, so a call left running
+    (an untimed first call not waited for) would be timed with the next."""
     times = []
     for _ in range(repeats):
         start, start_cpu = time.perf_counter(), time.process_time()
         jax.block_until_ready(run())
         times.append(Timing(time.perf_counter() - start, time.process_time() - start_cpu))
     return min(times)
+
+
+def warm_then_best_of(repeats: int, run: Any) -> tuple[Any, Timing]:
+    """``run()``'s result from a first call (compilation and first-call costs),
+    waited for, then :func:`best_of` ``repeats`` calls."""
+    result = jax.block_until_ready(run())
+    return result, best_of(repeats, run)
 
 
 def host_rollout(trainer: TokenTrainer, params: Any, batch: int, seed: int) -> TokenTrajectory:
@@ -181,33 +190,30 @@ def measure(size: str, batch: int, repeats: int, warmup_steps: int) -> dict[str,
     step = jax.jit(warm.warmup_step)
     for _ in range(warmup_steps):
         state, _ = step(state)
-    state = state.replace(warmup=jnp.int32(0))
+    state = jax.block_until_ready(state.replace(warmup=jnp.int32(0)))
 
     update = jax.jit(trainer.update)
     compile_start = time.perf_counter()
     compiled = update.lower(state).compile()
     compile_s = time.perf_counter() - compile_start
-    _, metrics = compiled(state)
-    device_s = best_of(repeats, lambda: compiled(state))
+    (_, metrics), device_s = warm_then_best_of(repeats, lambda: compiled(state))
     played = float(metrics.rollout.episodes.mean_turns) * batch
     tokens = float(metrics.rollout.response_tokens) * played
 
     forced = trainer._forced_responses(jax.random.key(1))
     keys = jax.random.split(jax.random.key(2), batch)
     env_only = jax.jit(lambda p: trainer.rollout.collect(p, keys, jax.random.key(3), forced=forced))
-    env_only(state.params)
-    env_s = best_of(repeats, lambda: env_only(state.params))
+    _, env_s = warm_then_best_of(repeats, lambda: env_only(state.params))
 
     auto = auto_reset_trainer(trainer)
     auto_update = jax.jit(auto.update).lower(state).compile()
-    _, auto_metrics = auto_update(state)
-    auto_s = best_of(repeats, lambda: auto_update(state))
+    (_, auto_metrics), auto_s = warm_then_best_of(repeats, lambda: auto_update(state))
     auto_played = float(auto_metrics.rollout.turns_played)
     auto_tokens = float(auto_metrics.rollout.response_tokens) * auto_played
 
     learn = jax.jit(trainer.learn)
     host_traj = host_rollout(trainer, state.params, batch, seed=0)
-    learn(state, host_traj)
+    jax.block_until_ready(learn(state, host_traj))
 
     def host_update() -> Any:
         traj = host_rollout(trainer, state.params, batch, seed=0)
