@@ -270,15 +270,20 @@ def walk_board(
     :data:`DIRECTIONS` order).
 
     The board travels as a few uint32 scalars (:class:`BitPlanes` up to 4x4,
-    :class:`PackedCells` beyond) with the blank's row and column as scalars, and each
+    :class:`PackedCells` beyond) with the blank's cell index as one scalar, and each
     move draws its word in the loop's body, so under ``vmap`` a move is a few vector
     operations over the lanes (docs/performance.md)."""
     cells = side * side
     packed = BitPlanes(cells) if cells <= 16 else PackedCells(cells)
     last_row = num_rows - 1
+    # The blank's step in cells for each direction.
+    steps = [d_row * side + d_col for d_row, d_col in BLANK_STEPS]
 
     def body(k: jax.Array, carry: tuple[Any, ...]) -> tuple[Any, ...]:
-        board, row, col, last = carry
+        board, blank, last = carry
+        # Unsigned, so a power-of-two side divides by a shift.
+        row = (blank.astype(jnp.uint32) // side).astype(jnp.int32)
+        col = (blank.astype(jnp.uint32) % side).astype(jnp.int32)
         # up, down, left, right; a move undoes the previous one when last == move ^ 1.
         allowed = (
             (row < last_row) & (last != 1),
@@ -297,14 +302,16 @@ def walk_board(
         # The pick-th allowed move is the number of moves whose running count <= pick
         # (added up lane by lane: a reduction over a small axis vectorises badly).
         move = sum((count <= pick).astype(jnp.int32) for count in before[:3])
-        d_row = jnp.where(move == 0, 1, jnp.where(move == 1, -1, 0))
-        d_col = jnp.where(move == 2, 1, jnp.where(move == 3, -1, 0))
-        target = (row + d_row) * side + col + d_col
-        board = packed.move(board, target, row * side + col)
-        return board, row + d_row, col + d_col, move
+        step = jnp.where(
+            move == 0,
+            steps[0],
+            jnp.where(move == 1, steps[1], jnp.where(move == 2, steps[2], steps[3])),
+        )
+        target = blank + step
+        return packed.move(board, target, blank), target, move
 
     goal = packed.pack(goal_board(num_rows, side).reshape(-1))
-    start = (goal, last_row, last_row, jnp.int32(-1))
+    start = (goal, last_row * side + last_row, jnp.int32(-1))
     board = jax.lax.fori_loop(0, moves, body, start)[0]
     return packed.unpack(board).reshape(side, side).astype(jnp.int8)
 
@@ -463,10 +470,12 @@ class FifteenPuzzle(
         moved = slide(state.board, blank, move)
         board = jnp.where(valid, moved, state.board)
         goal = goal_board(num_rows, self.side)
-        solved = valid & jnp.all(board == goal)
+        # Cells outside the active board are 0 on both, so every cell matches exactly
+        # when every active one does.
+        matches = jnp.sum(self._active(num_rows) & (board == goal), dtype=jnp.int32)
+        solved = valid & (matches == num_rows * num_rows)
         out_of_turns = turn >= state.max_turns
 
-        matches = jnp.sum(self._active(num_rows) & (board == goal), dtype=jnp.int32)
         soft = matches.astype(jnp.float32) / (num_rows * num_rows).astype(jnp.float32)
         played = jnp.where(valid, rewards.step, rewards.invalid)
         reward = jnp.select(
