@@ -25,8 +25,13 @@ def test_quick_run_prints_the_table_and_writes_json(tmp_path, capsys):
         row["auto_reset_turns_per_cpu_s"] / row["host_turns_per_cpu_s"]
     )
     assert 1.0 <= row["mean_turns"] <= bench.LOOP.horizon
+    assert 0 < row["host_auto_reset_turns"] <= 16 * bench.LOOP.horizon
+    assert row["host_auto_reset_turns"] >= row["host_turns"]
+    assert row["auto_reset_same_loop_speedup"] == pytest.approx(
+        row["auto_reset_turns_per_s"] / row["host_auto_reset_turns_per_s"]
+    )
     saved = json.loads(out.read_text())
     assert saved["rows"] == [row]
     assert saved["command"] == f"python benchmarks/token_loop.py --quick --out {out}"
     printed = capsys.readouterr().out
-    assert "x host" in printed and f"wrote {out}" in printed
+    assert "auto x host auto" in printed and f"wrote {out}" in printed
