@@ -41,7 +41,7 @@ import numpy as np
 from flax import nnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from token_loop import best_of, host_rollout, rates, warm_then_best_of
+from token_loop import rates, time_host_update, warm_then_best_of
 
 import gemjax
 from gemjax.tokenizer_bridge import TokenBridge, load_tokenizer
@@ -177,12 +177,7 @@ def measure(trainer: Any, batch: int, repeats: int, mem: dict) -> dict[str, Any]
     (_, metrics), device_s = warm_then_best_of(repeats, lambda: compiled(state))
     played = float(metrics.rollout.turns_played)
     tokens = float(metrics.rollout.response_tokens) * played
-    learn = jax.jit(trainer.learn)
-    host_traj = host_rollout(trainer, state.params, batch, seed=0)
-    jax.block_until_ready(learn(state, host_traj))
-    host_s = best_of(repeats, lambda: learn(state, host_rollout(trainer, state.params, batch, 0)))
-    host_played = float(np.sum(host_traj.valid))
-    host_tokens = float(np.sum(np.where(host_traj.valid, host_traj.response_length, 0)))
+    host_s, host_played, host_tokens = time_host_update(trainer, state, batch, repeats)
     row = {
         "batch": batch,
         "compile_s": compile_s,

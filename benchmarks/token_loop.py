@@ -246,31 +246,8 @@ def measure(size: str, batch: int, repeats: int, warmup_steps: int) -> dict[str,
     auto_played = float(auto_metrics.rollout.turns_played)
     auto_tokens = float(auto_metrics.rollout.response_tokens) * auto_played
 
-    learn = jax.jit(trainer.learn)
-    host_traj = host_rollout(trainer, state.params, batch, seed=0)
-    jax.block_until_ready(learn(state, host_traj))
-
-    def host_update() -> Any:
-        traj = host_rollout(trainer, state.params, batch, seed=0)
-        return learn(state, traj)
-
-    host_s = best_of(repeats, host_update)
-    host_played = float(np.sum(host_traj.valid))
-    host_tokens = float(np.sum(np.where(host_traj.valid, host_traj.response_length, 0)))
-
-    auto_learn = jax.jit(auto.learn)
-    host_auto_traj = host_rollout(auto, state.params, batch, seed=0)
-    jax.block_until_ready(auto_learn(state, host_auto_traj))
-
-    def host_auto_update() -> Any:
-        traj = host_rollout(auto, state.params, batch, seed=0)
-        return auto_learn(state, traj)
-
-    host_auto_s = best_of(repeats, host_auto_update)
-    host_auto_played = float(np.sum(host_auto_traj.valid))
-    host_auto_tokens = float(
-        np.sum(np.where(host_auto_traj.valid, host_auto_traj.response_length, 0))
-    )
+    host_s, host_played, host_tokens = time_host_update(trainer, state, batch, repeats)
+    host_auto_s, host_auto_played, host_auto_tokens = time_host_update(auto, state, batch, repeats)
     row = {
         "size": size,
         "params": int(sum(x.size for x in jax.tree.leaves(state.params))),
@@ -296,6 +273,21 @@ def measure(size: str, batch: int, repeats: int, warmup_steps: int) -> dict[str,
         row["auto_reset_turns_per_cpu_s"] / row["host_auto_reset_turns_per_cpu_s"]
     )
     return row
+
+
+def time_host_update(
+    trainer: TokenTrainer, state: Any, batch: int, repeats: int
+) -> tuple[Timing, float, float]:
+    """The best of ``repeats`` host updates (:func:`host_rollout` of ``trainer``'s
+    loop, then its jitted ``learn``), after an untimed one; and the turns and
+    generated tokens the rollout played."""
+    learn = jax.jit(trainer.learn)
+    traj = host_rollout(trainer, state.params, batch, seed=0)
+    jax.block_until_ready(learn(state, traj))
+    timing = best_of(repeats, lambda: learn(state, host_rollout(trainer, state.params, batch, 0)))
+    turns = float(np.sum(traj.valid))
+    tokens = float(np.sum(np.where(traj.valid, traj.response_length, 0)))
+    return timing, turns, tokens
 
 
 def rates(name: str, timing: Timing, turns: float, tokens: float) -> dict[str, float]:
