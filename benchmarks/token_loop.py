@@ -52,7 +52,12 @@ from gem.wrappers.observation_wrapper import ObservationWrapper
 
 from gemjax.train.lm import TinyLMConfig
 from gemjax.train.token_agent import HostAgent
-from gemjax.train.token_rollout import TokenLoopConfig, TokenTrajectory, shared_prefix
+from gemjax.train.token_rollout import (
+    TokenLoopConfig,
+    TokenTrajectory,
+    ends_later,
+    shared_prefix,
+)
 from gemjax.train.token_trainer import TokenTrainConfig, TokenTrainer, make_token_train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,7 +159,7 @@ def host_rollout(trainer: TokenTrainer, params: Any, batch: int, seed: int) -> T
                 valid=valid,
                 success=valid & (rewards == 1.0),
                 format_error=valid & errors,
-                episode_end=ended if auto_reset else valid & done,
+                episode_end=ended,
                 episode_turn=episode_turn.copy(),
             )
         )
@@ -170,15 +175,9 @@ def host_rollout(trainer: TokenTrainer, params: Any, batch: int, seed: int) -> T
     stacked = {k: np.stack([t[k] for t in turns]) for k in turns[0]}
     pad = horizon - len(turns)
     stacked = {k: np.pad(v, [(0, pad)] + [(0, 0)] * (v.ndim - 1)) for k, v in stacked.items()}
-    mask = stacked["valid"]
-    if auto_reset:
-        episode_end = stacked["episode_end"]
-        # The turns of the episodes that ended within the rollout.
-        learn = mask & (np.flip(np.cumsum(np.flip(episode_end, 0), axis=0), 0) > 0)
-    else:
-        last_turn = np.arange(horizon) == horizon - 1
-        episode_end = stacked["episode_end"] | (mask & last_turn[:, None])
-        learn = mask
+    mask, episode_end = stacked["valid"], jnp.asarray(stacked["episode_end"])
+    # Auto-reset learns from the episodes that ended within the rollout, as on device.
+    learn = mask & ends_later(episode_end) if auto_reset else jnp.asarray(mask)
     return TokenTrajectory(
         prompt_ids=jnp.asarray(np.where(mask[..., None], stacked["prompt_ids"], 0)),
         prompt_length=jnp.asarray(np.where(mask, stacked["prompt_length"], 0)),
@@ -194,8 +193,8 @@ def host_rollout(trainer: TokenTrainer, params: Any, batch: int, seed: int) -> T
         response_cut=jnp.zeros((horizon, batch), jnp.bool_),
         context_cut=jnp.asarray(cut),
         episode_turn=jnp.asarray(np.where(mask, stacked["episode_turn"], 0), jnp.int32),
-        episode_end=jnp.asarray(episode_end),
-        learn=jnp.asarray(learn),
+        episode_end=episode_end,
+        learn=learn,
     )
 
 
