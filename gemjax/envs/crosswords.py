@@ -293,8 +293,9 @@ class Crosswords(
         bank = word_bank()
         self.hardcore = bool(hard)  # the fixed mode (unused by -random)
         self.modes = bank.modes if self.randomize else bank.modes[hard : hard + 1]
-        longest = int(bank.lengths[self.modes.reshape(-1)].max())
-        self.max_side = int(grid_side(jnp.int32(longest)))
+        # The longest word of the modes in use: placement loops over its letters.
+        self.longest = int(bank.lengths[self.modes.reshape(-1)].max())
+        self.max_side = int(grid_side(jnp.int32(self.longest)))
         self.messages = messages()
         self.suffix = suffix_for(self.max_side, self.num_words)
         self.grammar = GRAMMAR
@@ -332,7 +333,7 @@ class Crosswords(
             max_turns = params.max_turns
         entries = mode[sample_distinct(words(1, count), jnp.int32(self.modes.shape[1]))]
         entries = entries[longest_first(jnp.asarray(bank.lengths)[entries])]
-        codes = jnp.asarray(bank.codes)[entries]
+        codes = jnp.asarray(bank.codes[:, : self.longest])[entries]
         lengths = jnp.asarray(bank.lengths)[entries]
         down = below(words(1 + count, count), 2) == 1
         placement = place_words(

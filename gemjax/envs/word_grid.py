@@ -440,6 +440,64 @@ def frame_codes(frame: jax.Array, size: int) -> jax.Array:
     return codes.astype(jnp.int8)
 
 
+def second_start(
+    words: jax.Array, lengths: jax.Array, down: jax.Array, side: jax.Array, pick: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(int32[] line, int32[] position, bool[] placed): where GEM puts the second word,
+    with only the centred first word on the grid, in closed form rather than by a
+    search over the grid: the start :func:`place_words`' search would draw with
+    ``pick`` (uint32[]).
+
+    Across the first word, the candidates are the pairs ``(i, j)`` of equal letters
+    (the second word's ``i``-th on the first's ``j``-th) whose start is inside the
+    grid: each crosses one cell, which holds its letter, so each fits and is listed
+    once. They are drawn in the search's order: by position (``i`` from the last
+    letter), then by line (``j`` from the first). Without a candidate, the first fit
+    in row-major order (:func:`second_fallback`).
+
+    Args:
+        words: int8[W, L] letter codes (``W`` at least 2); lengths: int32[W];
+            down: bool[W] directions; side: int32[] the game's grid side.
+    """
+    first, second = words[0].astype(jnp.int32), words[1].astype(jnp.int32)
+    longest = words.shape[1]
+    # The first word in the second's frame: at position `centre` (its line in its own
+    # frame), over the lines from `lo` (its start).
+    centre, lo = side >> 1, (side - lengths[0]) >> 1
+    letter = jnp.arange(longest, dtype=jnp.int32)
+    position = centre - letter  # the start that puts letter i on the first word
+    inside = (letter < lengths[1]) & (position >= 0) & (position + lengths[1] <= side)
+    pairs = (
+        (down[0] != down[1])
+        & inside[:, None]
+        & (letter < lengths[0])[None, :]
+        & (second[:, None] == first[None, :])
+    )
+    row, line_offset, _ = draw_weighted(pairs[::-1].astype(jnp.int32), pick)
+    overlap = jnp.any(pairs)
+    line = jnp.where(overlap, lo + line_offset, second_fallback(lengths, down, side))
+    start = jnp.where(overlap, centre - (longest - 1 - row), 0)
+    return line, start, jnp.bool_(True)
+
+
+def second_fallback(lengths: jax.Array, down: jax.Array, side: jax.Array) -> jax.Array:
+    """int32[]: the line of the second word's first fit in row-major order beside the
+    centred first word when it has no overlap candidate; its position is 0.
+
+    Along the first word it is the top-left start: the first word lies on line
+    ``c = side // 2``, at least 1. Across it, every start that crosses it holds another
+    letter there (else it would be a candidate), so the first fit is the first start
+    that does not cross it. That is the top-left start unless the first word begins at
+    the grid's edge (``(side - first) // 2 == 0``) and the word is longer than ``c``:
+    then a down word from the top row crosses it in each of its columns, and an across
+    word on one of its rows fits neither left of it (columns below ``c``) nor right of
+    it (``side <= 2 * c + 1``), so the first fit is at line ``first``, just past it.
+    """
+    centre, lo = side >> 1, (side - lengths[0]) >> 1
+    blocked = (down[0] != down[1]) & (lo == 0) & (centre < lengths[1])
+    return jnp.where(blocked, lengths[0], 0).astype(jnp.int32)
+
+
 class Layout(NamedTuple):
     """The words placed so far (:func:`place_words`' loop carry): both frames
     (uint32[P, S, N]), per frame the bit-sliced count of listed words of the other
@@ -542,9 +600,16 @@ def place_words(
         start = jnp.where(overlap, drawn_start, first_start)
         return lay(k, layout, line, start, overlap | any_fit)
 
-    first = jnp.int32(0)
-    layout = lay(first, empty, side >> 1, (side - lengths[0]) >> 1, jnp.bool_(True))
-    layout = jax.lax.fori_loop(1, count, place, layout)
+    # The first word centred, the second in closed form: laid by one loop, so that
+    # XLA compiles `lay` once for both.
+    starts = [(side >> 1, (side - lengths[0]) >> 1, jnp.bool_(True))]
+    if count > 1:
+        starts.append(second_start(words, lengths, down, side, picks[1]))
+    lines, positions, laid = (jnp.stack(column) for column in zip(*starts, strict=True))
+    layout = jax.lax.fori_loop(
+        0, len(starts), lambda k, layout: lay(k, layout, lines[k], positions[k], laid[k]), empty
+    )
+    layout = jax.lax.fori_loop(len(starts), count, place, layout)
     return Placement(
         grid=frame_codes(layout.down_frame, size),
         rows=layout.rows,

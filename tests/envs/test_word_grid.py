@@ -22,9 +22,12 @@ from gem.envs.game_env.word_search import WordSearchEnv
 from gemjax import bitset
 from gemjax.envs.word_grid import (
     cover_planes,
+    draw_start,
+    first_fit,
     grid_side,
     place_words,
     search_starts,
+    second_start,
 )
 from gemjax.envs.words import word_list
 
@@ -214,3 +217,67 @@ def test_grid_side_is_pythons_round_half_even():
     longest = jnp.arange(1, 40, dtype=jnp.int32)
     expected = [round(1.5 * n) for n in range(1, 40)]
     assert np.asarray(jax.vmap(grid_side)(longest)).tolist() == expected
+
+
+def searched_second_start(
+    words: jax.Array, lengths: jax.Array, down: jax.Array, pick: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(line, position, placed) of the second word by the grid search of every later
+    word (:func:`search_starts`, then a drawn candidate or the first fit), on a dense
+    grid that holds only the centred first word."""
+    side = grid_side(lengths[0])
+    index = jnp.arange(MAX_SIDE, dtype=jnp.int32)
+    centre, lo = side >> 1, (side - lengths[0]) >> 1
+    # The first word in the second word's frame ([line, position]): along it on line
+    # `centre` from position `lo`, across it at position `centre` over lines from `lo`.
+    spans = (index[None, :] >= lo) & (index[None, :] < lo + lengths[0])
+    along = (index[:, None] == centre) & spans
+    letters = words[0][jnp.clip(index - lo, 0, MAX_LENGTH - 1)].astype(jnp.int32)
+    crossing = down[0] != down[1]
+    cells = jnp.where(crossing, along.T, along)
+    codes_ = jnp.where(cells, jnp.where(crossing, letters[:, None], letters[None, :]), 0)
+    planes = [codes_.T > 0] + [((codes_.T >> bit) & 1) == 1 for bit in range(CODE_BITS)]
+    cover = jnp.stack([cells.T & crossing] + [jnp.zeros_like(cells)] * (cover_planes(WORDS) - 1))
+    search = search_starts(
+        bitset.from_mask(jnp.stack(planes)), bitset.from_mask(cover), words[1], lengths[1], side
+    )
+    drawn_line, drawn_position = draw_start(search, pick)
+    first_line, first_position, any_fit = first_fit(search.fits, down[1])
+    overlap = jnp.any(search.counts > 0)
+    return (
+        jnp.where(overlap, drawn_line, first_line),
+        jnp.where(overlap, drawn_position, first_position),
+        overlap | any_fit,
+    )
+
+
+def test_second_start_equals_the_grid_search():
+    """The closed-form second word (every branch: drawn overlaps, and each first fit
+    beside a short first word) is where the search would put it, for the same draw."""
+    rng = np.random.default_rng(11)
+    count = 3000
+    first_lengths = rng.integers(1, 9, count)
+    second_lengths = np.minimum(first_lengths, rng.integers(1, 9, count))
+    words = np.zeros((count, 2, MAX_LENGTH), np.int8)
+    for i, lengths in enumerate(zip(first_lengths, second_lengths, strict=True)):
+        for k, length in enumerate(lengths):  # three letters: many crossings, some none
+            words[i, k, :length] = rng.integers(1, 4, length)
+    lengths = np.stack([first_lengths, second_lengths], axis=1).astype(np.int32)
+    down = rng.random((count, 2)) < 0.5
+    picks = rng.integers(0, 2**32, count, dtype=np.uint32)
+    closed = jax.jit(jax.vmap(lambda w, n, d, p: second_start(w, n, d, grid_side(n[0]), p)))(
+        words, lengths, down, picks
+    )
+    searched = jax.jit(jax.vmap(searched_second_start))(words, lengths, down, picks)
+    for ours, theirs in zip(closed, searched, strict=True):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+    # Which branches ran: overlaps drawn, first fits along and across the first word,
+    # including those beside a first word that starts at the grid's edge.
+    line, position, _ = (np.asarray(a) for a in closed)
+    side = np.asarray(jax.vmap(grid_side)(jnp.asarray(first_lengths, jnp.int32)))
+    edge = (side - first_lengths) // 2 == 0
+    crossing = down[:, 0] != down[:, 1]
+    moved = (line != 0) | (position != 0)
+    assert moved[crossing].mean() > 0.5  # mostly drawn overlaps
+    assert (edge & crossing & moved).any() and (edge & crossing & ~moved).any()
+    assert not moved[~crossing].any()
