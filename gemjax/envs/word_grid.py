@@ -407,24 +407,36 @@ def first_fit(fits: jax.Array, down: jax.Array) -> tuple[jax.Array, jax.Array, j
     return line, position, jnp.any(fits != 0)
 
 
+def letter_masks(words: jax.Array, lengths: jax.Array, code_bits: int) -> jax.Array:
+    """uint32[W, 1 + B]: per word (int8[W, L] codes, int32[W] lengths, ``L`` below
+    32), a bitset over its letters per frame plane: the letters it has, then those
+    whose code has each of the ``B = code_bits`` bits."""
+    letter = jnp.arange(words.shape[1], dtype=jnp.int32)
+    codes = words.astype(jnp.int32)[:, None, :]
+    flags = jnp.concatenate(
+        [
+            (letter[None, :] < lengths[:, None])[:, None, :],
+            ((codes >> jnp.arange(code_bits)[None, :, None]) & 1) == 1,
+        ],
+        axis=1,
+    )
+    weights = jnp.left_shift(jnp.uint32(1), letter.astype(jnp.uint32))
+    return jnp.sum(jnp.where(flags, weights, jnp.uint32(0)), axis=-1, dtype=jnp.uint32)
+
+
 def laid_planes(
-    word: jax.Array,
-    length: jax.Array,
-    line: jax.Array,
-    start: jax.Array,
-    size: int,
-    code_bits: int,
+    masks: jax.Array, line: jax.Array, start: jax.Array, size: int
 ) -> tuple[jax.Array, jax.Array]:
     """A word laid on ``line`` from ``start`` (int32[]) in both frames: (uint32[P, S, N]
     in its own direction's frame: its positions hold the line's bit; uint32[P, S, N]
-    in the other frame: the line's index holds the positions' bits), with ``P = 1 +
-    code_bits`` (occupied, then the letter codes' bits)."""
+    in the other frame: the line's index holds the positions' bits), from its
+    :func:`letter_masks` (uint32[P]; zeros lay nothing). Shifts of the masks rather
+    than a gather of the word's letters by position, which XLA's CPU backend would
+    redo for every plane."""
     index = jnp.arange(size, dtype=jnp.int32)
-    covered = (index >= start) & (index < start + length)
-    letters = word[jnp.clip(index - start, 0, word.shape[0] - 1)].astype(jnp.int32)
-    flags = jnp.stack(
-        [covered] + [covered & (((letters >> bit) & 1) == 1) for bit in range(code_bits)]
-    )
+    offset = index - start
+    shift = jnp.clip(offset, 0, bitset.WORD_BITS - 1).astype(jnp.uint32)
+    flags = (offset >= 0)[None, :] & (((masks[:, None] >> shift[None, :]) & 1) == 1)
     line_bit = bitset.from_mask(index == line)
     along = jnp.where(flags[..., None], line_bit[None, None, :], jnp.uint32(0))
     across = jnp.where((index == line)[None, :, None], bitset.from_mask(flags)[:, None, :], 0)
@@ -531,7 +543,8 @@ def place_words(
     of listed words of the other direction per cell.
 
     Args:
-        words: int8[W, L] letter codes (from 1; 0 beyond each length), longest first.
+        words: int8[W, L] letter codes (from 1; 0 beyond each length), longest first;
+            ``L`` below 32.
         lengths: int32[W] each at least 1.
         down: bool[W] each word's drawn direction (one draw per word, as GEM draws).
         picks: uint32[W] a random word per placement (the first is unused).
@@ -541,8 +554,11 @@ def place_words(
     Returns:
         The :class:`Placement`; the game's side is ``grid_side(lengths[0])``.
     """
-    count = words.shape[0]
+    count, longest = words.shape
+    if longest >= bitset.WORD_BITS:
+        raise ValueError(f"words of fewer than {bitset.WORD_BITS} letters, got {longest}")
     size, nwords = max_side, bitset.num_words(max_side)
+    masks = letter_masks(words, lengths, code_bits)
     side = grid_side(lengths[0])
     same = same_words(words, lengths)
     down = shared_directions(down, same)
@@ -564,9 +580,7 @@ def place_words(
     def lay(k: jax.Array, layout: Layout, line: jax.Array, start: jax.Array, ok: jax.Array):
         """``layout`` with word ``k`` on ``line`` from ``start`` where ``ok``."""
         is_down = down[k]
-        along, across = laid_planes(
-            words[k], jnp.where(ok, lengths[k], 0), line, start, size, code_bits
-        )
+        along, across = laid_planes(jnp.where(ok, masks[k], jnp.uint32(0)), line, start, size)
         # A placed copy of an earlier word replaces it as a listed word.
         replaced = ok & same[k] & layout.live & (jnp.arange(count) < k)
         unlisted = jnp.bitwise_or.reduce(
