@@ -26,7 +26,9 @@ occupied, that hold each bit of a letter code, and that are covered by listed wo
 the other direction (a bit-sliced count). A word's candidates for every start at once
 are then bitwise operations per letter: the starts where it fits, and per letter ``i``
 the starts that put letter ``i`` on a covered cell holding it, counted once per
-covering word, which is the number of times GEM lists that start.
+covering word, which is the number of times GEM lists that start. The second word,
+which sees only the centred first one, skips the search: :func:`second_start` finds
+the same start in closed form.
 
 Two sampled words can be equal once upper-cased (NLTK's ``en`` list has ``Bob`` and
 ``bob``); GEM keys its placed words by the word, so the later copy's position
