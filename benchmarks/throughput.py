@@ -9,6 +9,10 @@
 2. Every registered game at batch 4096 against GEM's loop on the same id: five blocks of
    rollouts alternate with five GEM blocks of the same length, and each side reports
    its median block.
+2b. Reset share (``resets``): every id of the games whose reset is costly
+   (``sparse_resets``), at batch 4096, against the same rollout whose resets hand out
+   episodes made beforehand (:class:`PooledResets`, what a bank would cost): the share
+   of the rollout spent in the game's own reset, and both against GEM's loop.
 3. Minesweeper against Jumanji's ``Minesweeper`` (its default 10x10 with 10 mines, and
    8x8 with 12 mines like GEM's ``-hard``), same batch sizes, uniform random actions
    drawn in one call, auto-reset on for both (:func:`jumanji_rate`). Sudoku
@@ -23,7 +27,8 @@
    with as many, stepping the same pre-generated action strings.
 
 Usage: ``python benchmarks/throughput.py [--env ID] [--quick] [--sections S,...]
-[--games SUBSTRING]``; prints tables and writes
+[--games SUBSTRING]`` (sections: ``kernel``, ``games``, ``resets``, ``jumanji``,
+``jumanji_sudoku``, ``jumanji_2048``, ``jumanji_sokoban``, ``vector``); prints tables and writes
 ``benchmarks/results/throughput_<platform>.json`` (``..._partial.json`` when only some
 sections or games ran). GEM games without ``sample_random_action`` (Sudoku) play
 uniform actions of the kernel's action space, rendered as text.
@@ -51,10 +56,13 @@ import gemjax
 from gemjax.benchmark import CompiledRollout, measure
 from gemjax.envs.words import write_nltk_data
 from gemjax.rng import split
+from gemjax.wrappers import Wrapper
 
 BATCH_SIZES = (1, 64, 1024, 4096, 16384)
 GAME_BATCH = 4096
 JUMANJI_BATCHES = (1024, 4096)
+#: Episodes :class:`PooledResets` hands out.
+POOL_SIZE = 256
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -354,6 +362,95 @@ def all_games(
     return rows
 
 
+class PooledResets(Wrapper):
+    """``env`` whose reset hands out one of ``size`` episodes made beforehand by the
+    game's own reset, picked by the key: what a reset costs with a bank of pre-made
+    episodes (about the least a reset can cost), to measure what share of a rollout
+    the game's own reset takes. Everything else, the auto-reset's sparse resets
+    included, is the game's."""
+
+    def __init__(self, env: gemjax.core.Environment, size: int) -> None:
+        super().__init__(env)
+        self.size = size
+        keys = jax.random.split(jax.random.key(2026), size)
+        self.pool = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, env.default_params)
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[Any, Any]:
+        index = jax.random.randint(key, (), 0, self.size)
+        return jax.tree.map(lambda leaf: leaf[index], self.pool)
+
+
+def reset_microseconds(env_id: str, batch_size: int, repeats: int = 20) -> float:
+    """Microseconds a lane of ``jit(vmap(env.reset))`` at ``batch_size`` (best of
+    ``repeats`` calls)."""
+    env = gemjax.make(env_id)
+    keys = jax.random.split(jax.random.key(0), batch_size)
+    reset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))
+    jax.block_until_ready(reset(keys, env.default_params))
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(reset(keys, env.default_params))
+        best = min(best, time.perf_counter() - start)
+    return 1e6 * best / batch_size
+
+
+def reset_shares(
+    scale: float, gem_seconds: float, only: str = "", rounds: int = 7
+) -> list[dict[str, Any]]:
+    """Section 2b: every id (containing ``only``) of the games whose reset is costly
+    (``sparse_resets``), at :data:`GAME_BATCH`: the rollout of section 2 against the
+    same rollout with :class:`PooledResets` (``rounds`` alternating rounds, each side's
+    median), so the share of the rollout spent in resets, and what
+    a bank of pre-made episodes would give against GEM's loop; one reset's cost at the
+    sparse-reset chunk size (``GAME_BATCH / 8``)."""
+    print(f"\n== reset share at batch {GAME_BATCH} (pooled: resets drawn from a pre-made pool)")
+    print(
+        f"{'env id':34s} {'steps/s':>11s} {'pooled/s':>12s} {'GEM loop':>9s} {'x GEM':>7s} "
+        f"{'pooled x GEM':>12s} {'resets/step':>11s} {'reset share':>11s} {'us/reset':>8s}"
+    )
+    num_steps = max(20, int(scale * 200))
+    rows = []
+    for env_id in gemjax.list_envs():
+        env = gemjax.make(env_id)
+        if only not in env_id or not env.sparse_resets:
+            continue
+        own = CompiledRollout(env_id, GAME_BATCH, num_steps)
+        pooled = CompiledRollout(
+            env_id, GAME_BATCH, num_steps, wrap=lambda game: PooledResets(game, POOL_SIZE)
+        )
+        runs: tuple[list[float], list[float]] = ([], [])
+        for round_ in range(rounds):  # alternate, so a slow phase of the machine hits both
+            for rollout, seconds in zip((own, pooled), runs, strict=True):
+                seconds.append(rollout.run(round_)[0])
+        ours, theirs = (GAME_BATCH * num_steps / float(np.median(t)) for t in runs)
+        episodes = own.run(0)[1]
+        gem_rate = None
+        if gem_constructs(env_id):
+            gem_rate = gem_loop_steps_per_second(env_id, gem_seconds)
+        row = {
+            "env_id": env_id,
+            "batch_size": GAME_BATCH,
+            "steps_per_second": ours,
+            "pooled_steps_per_second": theirs,
+            "gem_steps_per_second": gem_rate,
+            "ratio_vs_gem": ours / gem_rate if gem_rate else None,
+            "pooled_ratio_vs_gem": theirs / gem_rate if gem_rate else None,
+            "resets_per_step": episodes / num_steps,
+            "reset_share": 1.0 - ours / theirs,
+            "reset_microseconds": reset_microseconds(env_id, GAME_BATCH // 8),
+        }
+        rows.append(row)
+        print(
+            f"{env_id:34s} {ours:11,.0f} {theirs:12,.0f} {gem_rate or float('nan'):9,.0f} "
+            f"{row['ratio_vs_gem'] or float('nan'):7.1f} "
+            f"{row['pooled_ratio_vs_gem'] or float('nan'):12.1f} "
+            f"{row['resets_per_step']:11,.0f} {row['reset_share']:11.2f} "
+            f"{row['reset_microseconds']:8.2f}"
+        )
+    return rows
+
+
 def against_jumanji(scale: float) -> list[dict[str, Any]]:
     """Section 3: Minesweeper against Jumanji's."""
     print("\n== Minesweeper against Jumanji (uniform random actions, auto-reset)")
@@ -527,6 +624,7 @@ def against_jumanji_uniform(section: str, scale: float, gem_seconds: float) -> l
 SECTIONS = (
     "kernel",
     "games",
+    "resets",
     "jumanji",
     "jumanji_sudoku",
     "jumanji_2048",
@@ -542,7 +640,7 @@ def main() -> None:
     parser.add_argument(
         "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}"
     )
-    parser.add_argument("--games", default="", help="section 2: only ids containing this")
+    parser.add_argument("--games", default="", help="sections 2 and 2b: only ids containing this")
     args = parser.parse_args()
     sections = set(args.sections.split(","))
     if not sections <= set(SECTIONS):
@@ -558,6 +656,7 @@ def main() -> None:
     if "kernel" in sections:
         sweep = kernel_sweep(args.env, scale, gem_rate)
     games = all_games(scale, gem_seconds, args.games) if "games" in sections else None
+    resets = reset_shares(scale, gem_seconds, args.games) if "resets" in sections else None
     jumanji = against_jumanji(scale) if "jumanji" in sections else None
     uniform = {
         section: against_jumanji_uniform(section, scale, gem_seconds)
@@ -586,6 +685,7 @@ def main() -> None:
         "gem_loop_steps_per_second": gem_rate,
         "kernel": sweep,
         "games": games,
+        "reset_shares": resets,
         "jumanji_minesweeper": jumanji,
         **uniform,
         "vector_text": vector if "vector" in sections else None,

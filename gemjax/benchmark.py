@@ -13,6 +13,7 @@ markers (:func:`write_section`), generated from its JSON; tests compare
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -84,13 +85,22 @@ class CompiledRollout:
     both).
 
     Attributes:
-        env_id, batch_size, num_steps: what it runs.
+        env_id, batch_size, num_steps: what it runs (``gemjax.make(env_id,
+            **make_kwargs)``, passed through ``wrap`` where given).
         compile_seconds: lowering plus XLA compilation.
     """
 
-    def __init__(self, env_id: str, batch_size: int, num_steps: int, **make_kwargs: Any) -> None:
+    def __init__(
+        self,
+        env_id: str,
+        batch_size: int,
+        num_steps: int,
+        wrap: Callable[[Environment], Environment] | None = None,
+        **make_kwargs: Any,
+    ) -> None:
         self.env_id, self.batch_size, self.num_steps = env_id, batch_size, num_steps
-        rollout = jax.jit(make_rollout(make(env_id, **make_kwargs), batch_size, num_steps))
+        env = make(env_id, **make_kwargs)
+        rollout = jax.jit(make_rollout(wrap(env) if wrap else env, batch_size, num_steps))
         start = time.perf_counter()
         self._compiled = rollout.lower(jax.random.key(0)).compile()
         self.compile_seconds = time.perf_counter() - start
