@@ -420,11 +420,14 @@ def reset_shares(
             env_id, GAME_BATCH, num_steps, wrap=lambda game: PooledResets(game, POOL_SIZE)
         )
         runs: tuple[list[float], list[float]] = ([], [])
+        episodes = []  # the game's own rollout, per round
         for round_ in range(rounds):  # alternate, so a slow phase of the machine hits both
             for rollout, seconds in zip((own, pooled), runs, strict=True):
-                seconds.append(rollout.run(round_)[0])
+                elapsed, finished = rollout.run(round_)
+                seconds.append(elapsed)
+                if rollout is own:
+                    episodes.append(finished)
         ours, theirs = (GAME_BATCH * num_steps / float(np.median(t)) for t in runs)
-        episodes = own.run(0)[1]
         gem_rate = None
         if gem_constructs(env_id):
             gem_rate = gem_loop_steps_per_second(env_id, gem_seconds)
@@ -436,7 +439,7 @@ def reset_shares(
             "gem_steps_per_second": gem_rate,
             "ratio_vs_gem": ours / gem_rate if gem_rate else None,
             "pooled_ratio_vs_gem": theirs / gem_rate if gem_rate else None,
-            "resets_per_step": episodes / num_steps,
+            "resets_per_step": float(np.mean(episodes)) / num_steps,
             "reset_share": 1.0 - ours / theirs,
             "reset_microseconds": reset_microseconds(env_id, GAME_BATCH // 8),
         }

@@ -454,6 +454,13 @@ def frame_codes(frame: jax.Array, size: int) -> jax.Array:
     return codes.astype(jnp.int8)
 
 
+def centred_start(side: jax.Array, length: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(int32[] line, int32[] position): where GEM centres the first word (int32[]
+    ``length``) on a grid of ``side``: line ``side // 2``, from ``(side - length) // 2``
+    along it."""
+    return side >> 1, (side - length) >> 1
+
+
 def second_start(
     words: jax.Array, lengths: jax.Array, down: jax.Array, side: jax.Array, pick: jax.Array
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -477,7 +484,7 @@ def second_start(
     longest = words.shape[1]
     # The first word in the second's frame: at position `centre` (its line in its own
     # frame), over the lines from `lo` (its start).
-    centre, lo = side >> 1, (side - lengths[0]) >> 1
+    centre, lo = centred_start(side, lengths[0])
     letter = jnp.arange(longest, dtype=jnp.int32)
     position = centre - letter  # the start that puts letter i on the first word
     inside = (letter < lengths[1]) & (position >= 0) & (position + lengths[1] <= side)
@@ -507,7 +514,7 @@ def second_fallback(lengths: jax.Array, down: jax.Array, side: jax.Array) -> jax
     word on one of its rows fits neither left of it (columns below ``c``) nor right of
     it (``side <= 2 * c + 1``), so the first fit is at line ``first``, just past it.
     """
-    centre, lo = side >> 1, (side - lengths[0]) >> 1
+    centre, lo = centred_start(side, lengths[0])
     blocked = (down[0] != down[1]) & (lo == 0) & (centre < lengths[1])
     return jnp.where(blocked, lengths[0], 0).astype(jnp.int32)
 
@@ -618,7 +625,7 @@ def place_words(
 
     # The first word centred, the second in closed form: laid by one loop, so that
     # XLA compiles `lay` once for both.
-    starts = [(side >> 1, (side - lengths[0]) >> 1, jnp.bool_(True))]
+    starts = [(*centred_start(side, lengths[0]), jnp.bool_(True))]
     if count > 1:
         starts.append(second_start(words, lengths, down, side, picks[1]))
     lines, positions, laid = (jnp.stack(column) for column in zip(*starts, strict=True))
